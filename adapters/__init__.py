@@ -1,0 +1,1 @@
+"""Adapters: the ways into runpoint's services (HTTP, command line)."""

@@ -1,0 +1,29 @@
+"""Typed errors the services raise; adapters map each to a status code."""
+
+
+class RunpointError(Exception):
+    """Base of every error a client can cause."""
+
+
+class NotFound(RunpointError):
+    """An agent, session, run or checkpoint that does not exist (404)."""
+
+
+class InvalidBoundary(RunpointError):
+    """A message index or `continue_from` outside the run, or not a boundary (400)."""
+
+
+class NotContinuable(RunpointError):
+    """The run is in no state to continue the way it was asked to (409)."""
+
+
+class Conflict(RunpointError):
+    """The request collides with work in flight (409)."""
+
+
+class InvalidRequest(RunpointError):
+    """A request that is well-formed but makes no sense (400)."""
+
+
+class ConfigurationError(RunpointError):
+    """An agent or plugin set up wrongly: unknown model, policy or storage."""

@@ -1,0 +1,77 @@
+"""Every hook runpoint calls, in three families: run, checkpoint-policy and storage.
+
+Hooks are synchronous: they register things or notify. Asynchronous work lives on the
+objects they register (`Model`, `Storage`), which are `typing.Protocol`s. Implement a hook
+with the `runpoint.hookimpl` marker, in a module named by an entry point of the group
+``runpoint``::
+
+    [project.entry-points.runpoint]
+    my_plugin = "my_package.my_module"
+
+Each hook below is documented in docs/hooks.md too; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pluggy
+
+from runpoint.model import ModelProvider
+from runpoint.policy import CheckpointPolicy
+from runpoint.storage import StorageFactory
+from runpoint.types import Checkpoint, Message, Run, ToolExecution
+
+hookspec = pluggy.HookspecMarker("runpoint")
+
+# -- run family: model providers and lifecycle notifications ------------------------
+
+
+@hookspec
+def runpoint_model_providers() -> Mapping[str, ModelProvider]:
+    """Register model providers by prefix: ``{"scripted": factory}`` makes the model
+    string ``"scripted:demo"`` call ``factory("demo")``."""
+    raise NotImplementedError
+
+
+@hookspec
+def runpoint_run_started(run: Run) -> None:
+    """A run (new, forked or resumed) is about to take its first step."""
+
+
+@hookspec
+def runpoint_message_appended(run: Run, message: Message, index: int) -> None:
+    """A message joined the run's transcript at `index` (not yet durable)."""
+
+
+@hookspec
+def runpoint_tool_batch_done(run: Run, executions: Sequence[ToolExecution]) -> None:
+    """Every tool call of one model turn has a result."""
+
+
+@hookspec
+def runpoint_checkpoint_written(run: Run, checkpoint: Checkpoint) -> None:
+    """A checkpoint and the messages it closes were committed."""
+
+
+@hookspec
+def runpoint_run_finished(run: Run) -> None:
+    """The run stopped: COMPLETED, PAUSED, CANCELLED or ERROR (see `run.status`)."""
+
+
+# -- checkpoint-policy family -------------------------------------------------------
+
+
+@hookspec
+def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicy]:
+    """Register checkpoint policies by the name agents choose them with."""
+    raise NotImplementedError
+
+
+# -- storage family -----------------------------------------------------------------
+
+
+@hookspec
+def runpoint_storage_backends() -> Mapping[str, StorageFactory]:
+    """Register storage backends by database URL scheme (``"sqlite"``, ...)."""
+    raise NotImplementedError

@@ -1,0 +1,232 @@
+"""The run loop: model turn -> tool batch -> policy -> durable write -> next turn.
+
+The next step is read off the transcript's tail, so a new run, a fork, a resume after a
+pause and a resume after a crash all enter the loop the same way:
+- the last assistant turn has tool calls without results: run that batch;
+- the last assistant turn is a final answer: the run is complete;
+- otherwise (a user message, or a finished batch): ask the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import pluggy
+
+from runpoint import transcript as tx
+from runpoint.agent import Agent
+from runpoint.model import Model, ModelRequest, ModelResponse, TextDelta
+from runpoint.policy import Boundary, BoundaryKind, CheckpointPolicy
+from runpoint.storage import Storage
+from runpoint.types import Checkpoint, Message, Run, RunEvent, RunStatus, ToolCall, new_id, now
+
+REJECTED = "The user rejected this tool call."
+
+
+@dataclass
+class RunTask:
+    """One execution of a run: its collaborators and its in-memory state."""
+
+    agent: Agent
+    model: Model
+    policy_name: str
+    policy: CheckpointPolicy
+    storage: Storage
+    hook: pluggy.HookRelay
+    run: Run
+    history: list[Message]  # earlier runs of the session, as the model's context
+    transcript: list[Message]  # this run's transcript, durable up to `unsaved`
+    emit: Callable[[RunEvent], None]
+    unsaved: list[Message] = field(default_factory=list)
+    decisions: Mapping[str, bool] = field(default_factory=dict)  # tool_call_id -> confirmed
+    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    resumed: bool = False
+    model_turns: int = 0
+    tool_batches: int = 0
+
+    async def execute(self) -> Run:
+        self.run.status = RunStatus.RUNNING
+        self.run.error = None
+        self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
+        self.hook.runpoint_run_started(run=self.run)
+        await self.save(checkpoint=None)
+        try:
+            while True:
+                if calls := tx.unanswered_calls(self.transcript):
+                    if self.undecided(calls):
+                        return await self.pause(calls)
+                    await self.tool_batch(calls)
+                elif self.transcript and self.transcript[-1].role == "assistant":
+                    return await self.finish(RunStatus.COMPLETED, "RunCompleted")
+                elif self.cancel_requested.is_set():  # only here is the transcript whole
+                    return await self.finish(RunStatus.CANCELLED, "RunCancelled")
+                elif self.model_turns >= self.agent.max_turns:
+                    self.run.error = f"the run reached its limit of {self.agent.max_turns} turns"
+                    return await self.finish(RunStatus.ERROR, "RunError")
+                else:
+                    await self.model_turn()
+        except Exception as exc:  # a model or tool-infrastructure failure ends the run
+            self.run.error = f"{type(exc).__name__}: {exc}"
+            return await self.finish(RunStatus.ERROR, "RunError")
+
+    # -- steps -------------------------------------------------------------------
+
+    async def model_turn(self) -> None:
+        self.event("ModelRequestStarted", model=self.model.name)
+        request = ModelRequest(
+            instructions=self.agent.instructions,
+            messages=self.history + self.transcript,
+            tools=[t.schema for t in self.agent.tool_map.values()],
+        )
+        response: ModelResponse | None = None
+        async for chunk in self.model.stream(request):
+            if isinstance(chunk, TextDelta):
+                self.event("RunContent", content=chunk.text)
+            else:
+                response = chunk
+        if response is None:
+            raise RuntimeError(f"model {self.model.name} ended its turn without a response")
+        self.model_turns += 1
+        self.append(
+            Message(
+                role="assistant",
+                content=response.content,
+                tool_calls=response.tool_calls or None,
+                usage=response.usage,
+                model=self.model.name,
+            )
+        )
+        self.event("ModelRequestCompleted", usage=response.usage)
+        if response.tool_calls:
+            await self.save(checkpoint=None)  # durable, though not a boundary yet
+
+    async def tool_batch(self, calls: list[ToolCall]) -> None:
+        for call in calls:
+            self.event("ToolCallStarted", tool=_call_info(call))
+        results = await asyncio.gather(*(self.call_tool(call) for call in calls))
+        for call, (result, failed) in zip(calls, results, strict=True):
+            self.append(
+                Message(
+                    role="tool",
+                    content=result,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    tool_args=call.arguments,
+                    tool_call_error=failed,
+                )
+            )
+            self.event(
+                "ToolCallCompleted",
+                tool=_call_info(call) | {"result": result, "tool_call_error": failed},
+            )
+        self.tool_batches += 1
+        executions = tx.tool_executions(self.transcript)[-len(calls) :]
+        self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
+        await self.boundary("tool_batch")
+
+    async def call_tool(self, call: ToolCall) -> tuple[str, bool]:
+        """Run one tool call; a failure becomes an error result, not a failed run."""
+        tool = self.agent.tool_map.get(call.name)
+        if tool is None:
+            return f"Unknown tool {call.name!r}.", True
+        if tool.requires_confirmation and not self.decisions.get(call.id, False):
+            return REJECTED, True
+        try:
+            return await tool(call.arguments), False
+        except msgspec.ValidationError as exc:
+            return f"Invalid arguments for {call.name}: {exc}", True
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}", True
+
+    def undecided(self, calls: list[ToolCall]) -> list[ToolCall]:
+        tools = self.agent.tool_map
+        return [
+            c
+            for c in calls
+            if c.name in tools
+            and tools[c.name].requires_confirmation
+            and c.id not in self.decisions
+        ]
+
+    async def pause(self, calls: list[ToolCall]) -> Run:
+        """Stop before a batch that needs a person's decision; continue resumes here."""
+        self.run.status = RunStatus.PAUSED
+        await self.save(checkpoint=None)
+        self.event("RunPaused", tools=[_call_info(c) for c in self.undecided(calls)])
+        self.hook.runpoint_run_finished(run=self.run)
+        return self.run
+
+    async def finish(self, status: RunStatus, event: str) -> Run:
+        self.run.status = status
+        if status is RunStatus.COMPLETED:
+            self.event("RunContentCompleted")
+        await self.boundary("end")
+        self.event(event, content=self.run.content, error=self.run.error)
+        self.hook.runpoint_run_finished(run=self.run)
+        return self.run
+
+    # -- transcript and durability -----------------------------------------------
+
+    def append(self, message: Message) -> None:
+        self.transcript.append(message)
+        self.unsaved.append(message)
+        self.run.message_count = len(self.transcript)
+        if message.usage is not None:
+            self.run.usage = self.run.usage + message.usage
+        self.hook.runpoint_message_appended(
+            run=self.run, message=message, index=len(self.transcript) - 1
+        )
+
+    async def boundary(self, kind: BoundaryKind) -> None:
+        """Ask the policy; write the checkpoint and the messages it closes together."""
+        # A run that failed mid-batch ends at the last whole boundary before it.
+        index = tx.safe_boundary(self.transcript, len(self.transcript))
+        boundary = Boundary(kind, index, self.model_turns, self.tool_batches)
+        checkpoint = None
+        if (
+            self.policy.is_checkpoint(boundary)
+            and self.run.last_checkpoint_at_message_index != index
+        ):
+            last = self.transcript[index - 1] if index else None
+            checkpoint = Checkpoint(
+                checkpoint_id=new_id(),
+                run_id=self.run.run_id,
+                session_id=self.run.session_id,
+                message_index=index,
+                reason="end" if kind == "end" else "checkpoint",
+                policy=self.policy_name,
+                status=self.run.status,
+                message_id=last.id if last else None,
+                message_role=last.role if last else None,
+                message_preview=tx.preview(last) if last else None,
+            )
+            self.run.last_checkpoint_at_message_index = index
+        await self.save(checkpoint)
+        if checkpoint is not None:
+            self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
+            self.hook.runpoint_checkpoint_written(run=self.run, checkpoint=checkpoint)
+
+    async def save(self, checkpoint: Checkpoint | None) -> None:
+        self.run.content = tx.final_content(self.transcript[self.run.own_start :])
+        self.run.updated_at = now()
+        await self.storage.save(self.run, self.unsaved, checkpoint)
+        self.unsaved = []
+
+    def event(self, name: str, **data: Any) -> None:
+        self.emit(
+            RunEvent(
+                event=name,
+                run_id=self.run.run_id,
+                session_id=self.run.session_id,
+                agent_id=self.run.agent_id,
+                data={k: v for k, v in data.items() if v is not None},
+            )
+        )
+
+
+def _call_info(call: ToolCall) -> dict[str, Any]:
+    return {"tool_call_id": call.id, "tool_name": call.name, "tool_args": call.arguments}

@@ -1,0 +1,509 @@
+"""What adapters call: runs, timelines, snapshots, continue and fork, sessions.
+
+`Runpoint` owns the agents, the storage and the runs executing in this process. Every
+method validates its request completely before it starts anything, and raises the typed
+errors of `runpoint.errors`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from typing import Literal
+
+import msgspec
+
+from runpoint import transcript as tx
+from runpoint.agent import Agent
+from runpoint.errors import Conflict, InvalidBoundary, InvalidRequest, NotContinuable, NotFound
+from runpoint.host import PluginHost
+from runpoint.loop import RunTask
+from runpoint.model import Model
+from runpoint.storage import Storage
+from runpoint.types import (
+    Checkpoint,
+    Message,
+    Run,
+    RunEvent,
+    RunStatus,
+    Segment,
+    Session,
+    ToolExecution,
+    new_id,
+    now,
+)
+
+DEFAULT_DATABASE = "sqlite+aiosqlite:///runpoint.db"
+ContinueFrom = Literal["end", "last_user"] | int
+# statuses of a run that "continue from end" picks up again in place
+RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
+
+
+class RunDetail(msgspec.Struct):
+    """A run with its transcript and tool executions."""
+
+    run: Run
+    messages: list[Message]
+    tools: list[ToolExecution]
+
+
+class Snapshot(msgspec.Struct):
+    """A run as it was at a boundary. `message_index` is the boundary actually used:
+    the requested one snapped down so no tool call is cut from its result."""
+
+    requested_index: int
+    message_index: int
+    checkpoint: Checkpoint | None
+    detail: RunDetail
+
+
+class RunHandle:
+    """A run that was started: its first state, its events (if streamed), its end."""
+
+    def __init__(
+        self, run: Run, task: asyncio.Task[Run], events: asyncio.Queue[RunEvent | None] | None
+    ) -> None:
+        self.run = run
+        self._task = task
+        self._events = events
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        if self._events is None:
+            raise RuntimeError("this run was started without streaming")
+        while (event := await self._events.get()) is not None:
+            yield event
+
+    async def result(self) -> Run:
+        return await asyncio.shield(self._task)
+
+
+class Runpoint:
+    def __init__(
+        self,
+        agents: Iterable[Agent],
+        *,
+        database: str = DEFAULT_DATABASE,
+        storage: Storage | None = None,
+        host: PluginHost | None = None,
+    ) -> None:
+        self.host = host or PluginHost()
+        self.agents = {agent.id: agent for agent in agents}
+        self.storage = storage or self.host.storage(database)
+        self._active: dict[str, RunTask] = {}
+        self._background: set[asyncio.Task[Run]] = set()
+        for agent in self.agents.values():  # fail at start-up, not at the first run
+            self.host.policy(agent.checkpoint)
+            if isinstance(agent.model, str):
+                self.host.model(agent.model)
+
+    async def open(self) -> Runpoint:
+        await self.storage.open()
+        return self
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        await self.storage.close()
+
+    async def __aenter__(self) -> Runpoint:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- runs ----------------------------------------------------------------------
+
+    async def create_run(
+        self,
+        agent_id: str,
+        message: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        stream: bool = False,
+    ) -> RunHandle:
+        agent = self.agent(agent_id)
+        if not message.strip():
+            raise InvalidRequest("message must not be empty")
+        session = await self.storage.get_session(session_id) if session_id else None
+        if session is not None and session.agent_id != agent_id:
+            raise InvalidRequest(f"session {session_id} belongs to agent {session.agent_id}")
+        if session is None:
+            session = Session(session_id=session_id or new_id(), agent_id=agent_id, user_id=user_id)
+            await self.storage.create_session(session)
+        self._refuse_concurrent(session.session_id)
+        previous = await self.storage.latest_run(session.session_id)
+        run_id = new_id()
+        run = Run(
+            run_id=run_id,
+            session_id=session.session_id,
+            agent_id=agent_id,
+            user_id=user_id or session.user_id,
+            input=message,
+            model=agent.model_name,
+            policy=agent.checkpoint,
+            segments=[Segment(run_id, 0)],
+            previous_run_id=previous.run_id if previous else None,
+        )
+        await self.storage.create_runs([run])
+        return await self._start(agent, run, [], [Message(role="user", content=message)], stream)
+
+    async def get_run(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> RunDetail:
+        run = await self._run(run_id, session_id, agent_id)
+        messages = await self.storage.read_messages(run.segments, run.message_count)
+        return self._detail(run, messages)
+
+    async def list_runs(self, session_id: str) -> list[Run]:
+        await self.get_session(session_id)
+        return await self.storage.list_runs(session_id)
+
+    async def timeline(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> tuple[Run, list[Checkpoint]]:
+        run = await self._run(run_id, session_id, agent_id)
+        return run, await self.storage.list_checkpoints(run.segments)
+
+    async def snapshot(
+        self,
+        run_id: str,
+        message_index: int,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> Snapshot:
+        run = await self._run(run_id, session_id, agent_id)
+        if not 0 <= message_index <= run.message_count:
+            raise InvalidBoundary(
+                f"message_index {message_index} is outside this run's boundaries "
+                f"0..{run.message_count}"
+            )
+        messages = await self.storage.read_messages(run.segments, message_index)
+        index = tx.safe_boundary(messages, message_index)
+        messages = messages[:index]
+        earlier = await self.storage.list_checkpoints(run.segments, upto=index)
+        checkpoint = earlier[-1] if earlier and earlier[-1].message_index == index else None
+        if checkpoint is not None:
+            status = checkpoint.status
+        else:
+            status = run.status if index == run.message_count else RunStatus.RUNNING
+        own = messages[run.own_start :]
+        as_of = msgspec.structs.replace(
+            run,
+            status=status,
+            content=tx.final_content(own),
+            usage=tx.total_usage(own),
+            message_count=index,
+            error=run.error if index == run.message_count else None,
+            last_checkpoint_at_message_index=earlier[-1].message_index if earlier else None,
+        )
+        return Snapshot(message_index, index, checkpoint, self._detail(as_of, messages))
+
+    async def continue_run(
+        self,
+        run_id: str,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        continue_from: ContinueFrom | str = "end",
+        input: str | None = None,
+        fork: bool = False,
+        regenerate: bool = False,
+        replace_original: bool | None = None,
+        tools: Mapping[str, bool] | None = None,
+        model: str | None = None,
+        stream: bool = False,
+    ) -> RunHandle:
+        """Resume a run in place, or start a new run from one of its boundaries.
+
+        Only "continue from end" of a PAUSED, ERROR or interrupted run resumes the same
+        run; everything else creates a new run with lineage, so history is never
+        rewritten. `regenerate` re-answers the run's final answer in a new run (tool work
+        is kept) and, unless `replace_original` is False, marks the source REGENERATED.
+        `tools` maps the tool_call_id of a paused call to whether the person confirmed it.
+        """
+        source = await self._run(run_id, session_id, agent_id)
+        agent = self.agent(source.agent_id)
+        if input is not None and not input.strip():
+            raise InvalidRequest("input must not be empty")
+        if replace_original is not None and not regenerate:
+            raise InvalidRequest("replace_original applies only with regenerate")
+        if regenerate and (input is not None or fork or continue_from != "end"):
+            raise InvalidRequest(
+                "regenerate chooses its own boundary and always makes a new run; "
+                "it takes no input, fork or continue_from"
+            )
+        if model is not None:
+            self.host.model(model)  # unknown providers fail here, before anything starts
+        messages = await self.storage.read_messages(source.segments, source.message_count)
+        index = _resolve_boundary(continue_from, messages)
+        if regenerate:
+            index = tx.before_final_answer(messages)
+            if index == len(messages):
+                raise NotContinuable(f"run {run_id} has no final answer to regenerate")
+        index = tx.safe_boundary(messages, index)
+        in_place = (
+            index == len(messages) and not fork and not regenerate and source.status in RESUMABLE
+        )
+        if tools and not (in_place and source.status is RunStatus.PAUSED):
+            raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
+        if in_place:
+            return await self._resume(agent, source, messages, input, tools or {}, model, stream)
+        if index == len(messages) and not fork and not regenerate and input is None:
+            raise NotContinuable(
+                f"run {run_id} is {source.status}; to continue it from its end give an input, "
+                "or set fork or regenerate"
+            )
+        if regenerate and replace_original is not False:
+            self._refuse_active(source)
+            source.status = RunStatus.REGENERATED
+            await self.storage.save(source, [], None)
+        new_run_id = new_id()
+        run = Run(
+            run_id=new_run_id,
+            session_id=source.session_id,
+            agent_id=source.agent_id,
+            user_id=source.user_id,
+            input=input if input is not None else source.input,
+            model=model or agent.model_name,
+            policy=agent.checkpoint,
+            segments=[*_cut(source.segments, index), Segment(new_run_id, index)],
+            message_count=index,
+            previous_run_id=source.previous_run_id,
+            forked_from_run_id=source.run_id,
+            forked_from_message_index=index,
+            regenerated_from=source.run_id if regenerate else None,
+        )
+        await self.storage.create_runs([run])
+        new = [Message(role="user", content=input)] if input is not None else []
+        return await self._start(agent, run, messages[:index], new, stream, model=model)
+
+    async def cancel(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> Run:
+        """Cancel a run; one executing here stops at its next boundary."""
+        run = await self._run(run_id, session_id, agent_id)
+        if (task := self._active.get(run_id)) is not None:
+            task.cancel_requested.set()
+            return run
+        if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
+            raise NotContinuable(f"run {run_id} already ended: {run.status}")
+        run.status = RunStatus.CANCELLED
+        run.updated_at = now()
+        await self.storage.save(run, [], None)
+        return run
+
+    # -- sessions ------------------------------------------------------------------
+
+    async def get_session(self, session_id: str) -> Session:
+        session = await self.storage.get_session(session_id)
+        if session is None:
+            raise NotFound(f"session {session_id} not found")
+        return session
+
+    async def list_sessions(self, *, limit: int = 100, offset: int = 0) -> list[Session]:
+        return await self.storage.list_sessions(limit=limit, offset=offset)
+
+    async def delete_session(self, session_id: str) -> None:
+        await self.get_session(session_id)
+        self._refuse_concurrent(session_id)
+        if not await self.storage.delete_session(session_id):
+            raise NotFound(f"session {session_id} not found")
+
+    async def fork_session(self, session_id: str, *, agent_id: str | None = None) -> Session:
+        """A new session with the same history; its runs point at the source's rows."""
+        source = await self.get_session(session_id)
+        if agent_id is not None and source.agent_id != agent_id:
+            raise NotFound(f"session {session_id} not found for agent {agent_id}")
+        self._refuse_concurrent(session_id)
+        session = Session(
+            session_id=new_id(),
+            agent_id=source.agent_id,
+            user_id=source.user_id,
+            forked_from_session_id=session_id,
+        )
+        renamed: dict[str, str] = {}
+        runs = []
+        for run in await self.storage.list_runs(session_id):
+            renamed[run.run_id] = new_id()
+            runs.append(
+                msgspec.structs.replace(
+                    run,
+                    run_id=renamed[run.run_id],
+                    session_id=session.session_id,
+                    segments=[
+                        *_cut(run.segments, run.message_count),
+                        Segment(renamed[run.run_id], run.message_count),
+                    ],
+                    previous_run_id=renamed.get(run.previous_run_id or ""),
+                    forked_from_run_id=run.run_id,
+                    forked_from_message_index=run.message_count,
+                    forked_from_session_id=session_id,
+                    created_at=now(),
+                    updated_at=now(),
+                )
+            )
+        await self.storage.create_session(session, runs)
+        return session
+
+    # -- internals -----------------------------------------------------------------
+
+    def agent(self, agent_id: str) -> Agent:
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            raise NotFound(f"agent {agent_id} not found") from None
+
+    async def _run(self, run_id: str, session_id: str | None, agent_id: str | None) -> Run:
+        if agent_id is not None:
+            self.agent(agent_id)
+        run = await self.storage.get_run(run_id)
+        if (
+            run is None
+            or (session_id is not None and run.session_id != session_id)
+            or (agent_id is not None and run.agent_id != agent_id)
+        ):
+            raise NotFound(f"run {run_id} not found")
+        return run
+
+    def _detail(self, run: Run, messages: list[Message]) -> RunDetail:
+        agent = self.agents.get(run.agent_id)
+        confirm = {n: t.requires_confirmation for n, t in agent.tool_map.items()} if agent else {}
+        return RunDetail(run, messages, tx.tool_executions(messages, confirm))
+
+    def _refuse_concurrent(self, session_id: str) -> None:
+        for task in self._active.values():
+            if task.run.session_id == session_id:
+                raise Conflict(
+                    f"run {task.run.run_id} of session {session_id} is in flight; "
+                    "wait for it to finish or cancel it"
+                )
+
+    def _refuse_active(self, run: Run) -> None:
+        if run.run_id in self._active:
+            raise Conflict(f"run {run.run_id} is in flight")
+
+    async def _resume(
+        self,
+        agent: Agent,
+        run: Run,
+        messages: list[Message],
+        input: str | None,
+        decisions: Mapping[str, bool],
+        model: str | None,
+        stream: bool,
+    ) -> RunHandle:
+        self._refuse_active(run)
+        pending = tx.unanswered_calls(messages)
+        if unknown := set(decisions) - {c.id for c in pending}:
+            raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+        if pending and input is not None:
+            raise InvalidRequest(
+                "the run is waiting for tool decisions; send `tools`, not a new input"
+            )
+        new = [Message(role="user", content=input)] if input is not None else []
+        if model is not None:
+            run.model = model
+        return await self._start(
+            agent, run, messages, new, stream, decisions=decisions, resumed=True, model=model
+        )
+
+    async def _start(
+        self,
+        agent: Agent,
+        run: Run,
+        transcript: list[Message],
+        new_messages: Sequence[Message],
+        stream: bool,
+        *,
+        decisions: Mapping[str, bool] | None = None,
+        resumed: bool = False,
+        model: str | None = None,
+    ) -> RunHandle:
+        queue: asyncio.Queue[RunEvent | None] | None = asyncio.Queue() if stream else None
+
+        def emit(event: RunEvent) -> None:
+            if queue is not None:
+                queue.put_nowait(event)
+
+        task = RunTask(
+            agent=agent,
+            model=self.host.model(model) if model else self._model(agent),
+            policy_name=agent.checkpoint,
+            policy=self.host.policy(agent.checkpoint),
+            storage=self.storage,
+            hook=self.host.hook,
+            run=run,
+            history=await self._history(run.previous_run_id, agent.history_runs),
+            transcript=list(transcript),
+            emit=emit,
+            decisions=decisions or {},
+            resumed=resumed or run.forked_from_run_id is not None,
+        )
+        for message in new_messages:
+            task.append(message)
+        self._active[run.run_id] = task
+
+        async def execute() -> Run:
+            try:
+                return await task.execute()
+            finally:
+                self._active.pop(run.run_id, None)
+                if queue is not None:
+                    queue.put_nowait(None)
+
+        running = asyncio.create_task(execute(), name=f"run {run.run_id}")
+        self._background.add(running)
+        running.add_done_callback(self._background.discard)
+        return RunHandle(msgspec.structs.replace(run), running, queue)
+
+    def _model(self, agent: Agent) -> Model:
+        return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
+
+    async def _history(self, run_id: str | None, depth: int | None) -> list[Message]:
+        """The transcripts of the runs this one follows, oldest first, each cut at a
+        safe boundary (a paused run's unanswered tool calls are left out)."""
+        history: list[Message] = []
+        while run_id is not None and (depth is None or depth > 0):
+            run = await self.storage.get_run(run_id)
+            if run is None:
+                break
+            messages = await self.storage.read_messages(run.segments, run.message_count)
+            history[:0] = messages[: tx.safe_boundary(messages, len(messages))]
+            run_id = run.previous_run_id
+            depth = None if depth is None else depth - 1
+        return history
+
+
+def _resolve_boundary(continue_from: ContinueFrom | str, messages: Sequence[Message]) -> int:
+    if continue_from == "end":
+        return len(messages)
+    if continue_from == "last_user":
+        index = tx.last_user_boundary(messages)
+        if index is None:
+            raise InvalidBoundary("the run has no user message to continue from")
+        return index
+    if isinstance(continue_from, str):
+        try:
+            continue_from = int(continue_from.strip())
+        except ValueError:
+            raise InvalidBoundary(
+                f"continue_from must be 'end', 'last_user' or a message index, "
+                f"not {continue_from!r}"
+            ) from None
+    if not 0 <= continue_from <= len(messages):
+        raise InvalidBoundary(
+            f"continue_from {continue_from} is outside this run's boundaries 0..{len(messages)}"
+        )
+    return continue_from
+
+
+def _cut(segments: Sequence[Segment], index: int) -> list[Segment]:
+    """The segments that lay out a transcript's first `index` messages."""
+    return [
+        Segment(s.run_id, s.start, index if s.end is None else min(s.end, index))
+        for s in segments
+        if s.start < index
+    ]

@@ -1,0 +1,56 @@
+"""The storage seam. Rows are append-only: messages keyed by (run_id, index), checkpoints
+by (run_id, message_index); a fork stores only its own rows (see `Segment`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from runpoint.types import Checkpoint, Message, Run, Segment, Session
+
+
+class Storage(Protocol):
+    async def open(self) -> None:
+        """Create the schema if needed; called once before use."""
+
+    async def close(self) -> None: ...
+
+    async def create_session(self, session: Session, runs: Sequence[Run] = ()) -> None:
+        """Insert a session, and the runs it starts with (a fork's), all or nothing."""
+
+    async def get_session(self, session_id: str) -> Session | None: ...
+
+    async def list_sessions(self, *, limit: int, offset: int) -> list[Session]: ...
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session with its runs, messages and checkpoints; False if unknown."""
+
+    async def create_runs(self, runs: Sequence[Run]) -> None:
+        """Insert new runs, all or nothing."""
+
+    async def get_run(self, run_id: str) -> Run | None: ...
+
+    async def list_runs(self, session_id: str) -> list[Run]:
+        """The runs of a session, oldest first."""
+
+    async def latest_run(self, session_id: str) -> Run | None:
+        """The most recently created run of a session."""
+
+    async def save(
+        self, run: Run, messages: Sequence[Message], checkpoint: Checkpoint | None
+    ) -> None:
+        """One durable boundary, in one transaction: append `messages` (the last
+        `len(messages)` of `run.message_count`), update the run row, insert `checkpoint`."""
+
+    async def read_messages(self, segments: Sequence[Segment], upto: int) -> list[Message]:
+        """The transcript laid out by `segments`, cut at `upto`."""
+
+    async def list_checkpoints(
+        self, segments: Sequence[Segment], upto: int | None = None
+    ) -> list[Checkpoint]:
+        """The checkpoints of a transcript (inherited ones included) at message indexes
+        up to `upto`, ordered by message_index."""
+
+
+# A storage backend is built from a database URL.
+StorageFactory = Callable[[str], Storage]

@@ -1,0 +1,103 @@
+"""Pure functions over a run's transcript (a list of messages)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from runpoint.types import Message, ToolCall, ToolExecution, Usage
+
+
+def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
+    """The tool calls of the last assistant turn that have no result yet."""
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
+        if message.role == "assistant":
+            answered = {m.tool_call_id for m in messages[i + 1 :] if m.role == "tool"}
+            return [c for c in message.tool_calls or () if c.id not in answered]
+        if message.role != "tool":
+            return []
+    return []
+
+
+def safe_boundary(messages: Sequence[Message], k: int) -> int:
+    """The largest boundary <= k that does not split a tool call from its result."""
+    while k > 0:
+        cut = messages[:k]
+        if not unanswered_calls(cut):
+            return k
+        # cut just before the assistant turn whose calls are not all answered
+        k = max(i for i, m in enumerate(cut) if m.role == "assistant")
+    return 0
+
+
+def last_user_boundary(messages: Sequence[Message]) -> int | None:
+    """The boundary just after the last user message, or None if there is none."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            return i + 1
+    return None
+
+
+def before_final_answer(messages: Sequence[Message]) -> int:
+    """The boundary before the trailing assistant answers (those without tool calls)."""
+    index = len(messages)
+    while (
+        index > 0 and messages[index - 1].role == "assistant" and not messages[index - 1].tool_calls
+    ):
+        index -= 1
+    return index
+
+
+def final_content(messages: Sequence[Message]) -> str | None:
+    """The text of the last assistant message, as a client reads a run's content."""
+    for message in reversed(messages):
+        if message.role == "assistant" and message.content:
+            return message.content
+    return None
+
+
+def total_usage(messages: Sequence[Message]) -> Usage:
+    usage = Usage()
+    for message in messages:
+        if message.usage is not None:
+            usage = usage + message.usage
+    return usage
+
+
+def tool_executions(
+    messages: Sequence[Message], confirmation_required: Mapping[str, bool] | None = None
+) -> list[ToolExecution]:
+    """Every tool call in the transcript, with its result where it has one."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    executions = []
+    for index, message in enumerate(messages):
+        for call in message.tool_calls or ():
+            result = results.get(call.id)
+            needs = (confirmation_required or {}).get(call.name, False)
+            executions.append(
+                ToolExecution(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    tool_args=call.arguments,
+                    result=result.content if result else None,
+                    tool_call_error=result.tool_call_error if result else False,
+                    requires_confirmation=needs,
+                    message_index=index,
+                )
+            )
+    return executions
+
+
+def preview(message: Message, limit: int = 120) -> str | None:
+    """A short, one-line description of a message for timelines."""
+    if message.content:
+        text = " ".join(message.content.split())
+    elif message.tool_calls:
+        text = ", ".join(f"{c.name}({_short_args(c.arguments)})" for c in message.tool_calls)
+    else:
+        return None
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _short_args(arguments: Mapping[str, object]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in arguments.items())

@@ -1,0 +1,158 @@
+"""Domain types: one set of msgspec structs from storage to the wire."""
+
+from __future__ import annotations
+
+import enum
+import time
+import uuid
+from typing import Any, Literal
+
+import msgspec
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+def new_id() -> str:
+    return str(uuid.uuid4())
+
+
+def now() -> float:
+    return time.time()
+
+
+class RunStatus(enum.StrEnum):
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    PAUSED = "PAUSED"
+    COMPLETED = "COMPLETED"
+    ERROR = "ERROR"
+    CANCELLED = "CANCELLED"
+    REGENERATED = "REGENERATED"
+
+
+class Usage(msgspec.Struct, omit_defaults=True):
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+        )
+
+
+class ToolCall(msgspec.Struct, omit_defaults=True):
+    id: str
+    name: str
+    arguments: dict[str, Any] = {}
+
+
+class Message(msgspec.Struct, omit_defaults=True):
+    """One entry of a run's transcript; `index` is its position in the run."""
+
+    role: Role
+    content: str | None = None
+    id: str = msgspec.field(default_factory=new_id)
+    created_at: float = msgspec.field(default_factory=now)
+    # assistant turns
+    tool_calls: list[ToolCall] | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    # tool results
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+    tool_call_error: bool = False
+
+
+class ToolExecution(msgspec.Struct):
+    """A tool call and, once it ran, its result; derived from the transcript."""
+
+    tool_call_id: str
+    tool_name: str
+    tool_args: dict[str, Any]
+    result: str | None = None
+    tool_call_error: bool = False
+    requires_confirmation: bool = False
+    message_index: int = 0
+
+
+class Segment(msgspec.Struct, array_like=True):
+    """The part [start, end) of a run's transcript stored under `run_id`.
+
+    A fork's transcript is its ancestors' segments cut at the fork point followed by its
+    own rows: copy-on-write, no message is ever copied. `end` is None for the open tail.
+    """
+
+    run_id: str
+    start: int
+    end: int | None = None
+
+
+class Run(msgspec.Struct, omit_defaults=True):
+    run_id: str
+    session_id: str
+    agent_id: str
+    status: RunStatus = RunStatus.PENDING
+    user_id: str | None = None
+    input: str | None = None
+    content: str | None = None
+    error: str | None = None
+    model: str | None = None
+    policy: str | None = None
+    created_at: float = msgspec.field(default_factory=now)
+    updated_at: float = msgspec.field(default_factory=now)
+    # transcript layout and size (the last segment is this run's own rows)
+    segments: list[Segment] = []
+    message_count: int = 0
+    # the run whose transcript precedes this one as session history
+    previous_run_id: str | None = None
+    # lineage
+    forked_from_run_id: str | None = None
+    forked_from_message_index: int | None = None
+    forked_from_session_id: str | None = None
+    regenerated_from: str | None = None
+    last_checkpoint_at_message_index: int | None = None
+    usage: Usage = msgspec.field(default_factory=Usage)
+
+    @property
+    def own_start(self) -> int:
+        """Index of this run's first own message (0 unless it is a fork)."""
+        return self.segments[-1].start if self.segments else 0
+
+
+class Checkpoint(msgspec.Struct, omit_defaults=True):
+    """A resume point: the run's transcript cut at `message_index`, as it was then."""
+
+    checkpoint_id: str
+    run_id: str
+    session_id: str
+    message_index: int
+    reason: Literal["checkpoint", "end"]
+    policy: str
+    status: RunStatus
+    created_at: float = msgspec.field(default_factory=now)
+    message_id: str | None = None
+    message_role: Role | None = None
+    message_preview: str | None = None
+
+
+class Session(msgspec.Struct, omit_defaults=True):
+    session_id: str
+    agent_id: str
+    user_id: str | None = None
+    # the run new runs of this session follow (tree-aware session history)
+    head_run_id: str | None = None
+    forked_from_session_id: str | None = None
+    created_at: float = msgspec.field(default_factory=now)
+    updated_at: float = msgspec.field(default_factory=now)
+
+
+class RunEvent(msgspec.Struct, omit_defaults=True):
+    """What a run reports while it goes: streamed to clients, passed to plugins."""
+
+    event: str
+    run_id: str
+    session_id: str
+    agent_id: str
+    created_at: float = msgspec.field(default_factory=now)
+    data: dict[str, Any] = {}

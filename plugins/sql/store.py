@@ -1,0 +1,218 @@
+"""`Storage` on SQLAlchemy Core with an async engine."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+from sqlalchemy import and_, delete, event, func, insert, or_, select, update
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from runpoint.errors import Conflict
+from runpoint.plugins.sql.schema import checkpoints, messages, metadata, runs, sessions
+from runpoint.types import Checkpoint, Message, Run, Segment, Session
+
+T = TypeVar("T")
+_encode = msgspec.json.Encoder().encode
+_DRIVERS = {"sqlite": "sqlite+aiosqlite"}
+_SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",  # durable at each commit in WAL mode, short of power loss
+    "PRAGMA busy_timeout=10000",
+)
+
+
+class SqlStorage:
+    def __init__(self, url: str) -> None:
+        parsed = make_url(url)
+        if "+" not in parsed.drivername:
+            parsed = parsed.set(drivername=_DRIVERS.get(parsed.drivername, parsed.drivername))
+        self.url = parsed
+        self.engine = create_async_engine(parsed)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if self.is_sqlite:
+            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
+        # SQLite has one writer: queue writers here instead of failing on a busy database.
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        self.bytes_written = 0  # document bytes handed to the database, for benchmarks
+
+    async def open(self) -> None:
+        async with self.engine.begin() as conn:
+            await conn.run_sync(metadata.create_all)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    # -- sessions ------------------------------------------------------------------
+
+    async def create_session(self, session: Session, runs_: Sequence[Run] = ()) -> None:
+        async with self._write() as conn:
+            await conn.execute(insert(sessions), [self._session_row(session)])
+            if runs_:
+                await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
+
+    async def get_session(self, session_id: str) -> Session | None:
+        query = select(sessions.c.data).where(sessions.c.session_id == session_id)
+        return await self._one(query, Session)
+
+    async def list_sessions(self, *, limit: int, offset: int) -> list[Session]:
+        query = (
+            select(sessions.c.data)
+            .order_by(sessions.c.created_at.desc(), sessions.c.session_id)
+            .limit(limit)
+            .offset(offset)
+        )
+        return await self._all(query, Session)
+
+    async def delete_session(self, session_id: str) -> bool:
+        async with self._write() as conn:
+            forks = await conn.scalars(
+                select(sessions.c.session_id).where(sessions.c.forked_from_session_id == session_id)
+            )
+            if fork_ids := forks.all():
+                # their runs read this session's messages (copy-on-write)
+                raise Conflict(
+                    f"session {session_id} has forks that share its history: "
+                    f"{', '.join(fork_ids)}; delete them first"
+                )
+            run_ids = select(runs.c.run_id).where(runs.c.session_id == session_id)
+            await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
+            await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
+            await conn.execute(delete(runs).where(runs.c.session_id == session_id))
+            result = await conn.execute(delete(sessions).where(sessions.c.session_id == session_id))
+            return bool(result.rowcount)
+
+    # -- runs ------------------------------------------------------------------------
+
+    async def create_runs(self, runs_: Sequence[Run]) -> None:
+        async with self._write() as conn:
+            await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
+
+    async def get_run(self, run_id: str) -> Run | None:
+        return await self._one(select(runs.c.data).where(runs.c.run_id == run_id), Run)
+
+    async def list_runs(self, session_id: str) -> list[Run]:
+        query = select(runs.c.data).where(runs.c.session_id == session_id).order_by(runs.c.seq)
+        return await self._all(query, Run)
+
+    async def latest_run(self, session_id: str) -> Run | None:
+        query = (
+            select(runs.c.data)
+            .where(runs.c.session_id == session_id)
+            .order_by(runs.c.seq.desc())
+            .limit(1)
+        )
+        return await self._one(query, Run)
+
+    async def save(
+        self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
+    ) -> None:
+        first = run.message_count - len(messages_)
+        async with self._write() as conn:
+            data = self._count(_encode(run))
+            await conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(data=data))
+            if messages_:
+                rows = [
+                    {"run_id": run.run_id, "idx": first + i, "data": self._count(_encode(m))}
+                    for i, m in enumerate(messages_)
+                ]
+                await conn.execute(insert(messages), rows)
+            if checkpoint is not None:
+                row = {
+                    "run_id": checkpoint.run_id,
+                    "message_index": checkpoint.message_index,
+                    "data": self._count(_encode(checkpoint)),
+                }
+                await conn.execute(insert(checkpoints), [row])
+
+    # -- transcripts -----------------------------------------------------------------
+
+    async def read_messages(self, segments: Sequence[Segment], upto: int) -> list[Message]:
+        ranges = [
+            and_(
+                messages.c.run_id == s.run_id,
+                messages.c.idx >= s.start,
+                messages.c.idx < (upto if s.end is None else min(s.end, upto)),
+            )
+            for s in segments
+            if s.start < upto
+        ]
+        if not ranges:
+            return []
+        query = select(messages.c.data).where(or_(*ranges)).order_by(messages.c.idx)
+        return await self._all(query, Message)
+
+    async def list_checkpoints(
+        self, segments: Sequence[Segment], upto: int | None = None
+    ) -> list[Checkpoint]:
+        ranges = []
+        for s in segments:
+            end = s.end if upto is None else (upto if s.end is None else min(s.end, upto))
+            condition = and_(
+                checkpoints.c.run_id == s.run_id, checkpoints.c.message_index > s.start
+            )
+            if end is not None:
+                condition = and_(condition, checkpoints.c.message_index <= end)
+            ranges.append(condition)
+        if not ranges:
+            return []
+        query = select(checkpoints.c.data).where(or_(*ranges)).order_by(checkpoints.c.message_index)
+        return await self._all(query, Checkpoint)
+
+    # -- helpers ---------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _write(self) -> AsyncIterator[AsyncConnection]:
+        """One write transaction (queued behind the others on SQLite)."""
+        async with self._write_lock or contextlib.nullcontext(), self.engine.begin() as conn:
+            yield conn
+
+    def _count(self, data: bytes) -> bytes:
+        self.bytes_written += len(data)
+        return data
+
+    def _session_row(self, session: Session) -> dict[str, Any]:
+        return {
+            "session_id": session.session_id,
+            "agent_id": session.agent_id,
+            "forked_from_session_id": session.forked_from_session_id,
+            "created_at": session.created_at,
+            "data": self._count(_encode(session)),
+        }
+
+    def _run_row(self, run: Run) -> dict[str, Any]:
+        return {
+            "run_id": run.run_id,
+            "session_id": run.session_id,
+            "data": self._count(_encode(run)),
+        }
+
+    async def _one(self, query: Any, kind: type[T]) -> T | None:
+        async with self.engine.connect() as conn:
+            data = await conn.scalar(query)
+        return None if data is None else msgspec.json.decode(data, type=kind)
+
+    async def _all(self, query: Any, kind: type[T]) -> list[T]:
+        async with self.engine.connect() as conn:
+            rows = (await conn.scalars(query)).all()
+        decoder = msgspec.json.Decoder(kind)
+        return [decoder.decode(data) for data in rows]
+
+    async def stored_bytes(self) -> int:
+        """The document bytes the database holds now, for benchmarks."""
+        total = 0
+        async with self.engine.connect() as conn:
+            for table in (sessions, runs, messages, checkpoints):
+                total += await conn.scalar(select(func.sum(func.length(table.c.data)))) or 0
+        return total
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    for pragma in _SQLITE_PRAGMAS:
+        cursor.execute(pragma)
+    cursor.close()
