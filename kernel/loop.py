@@ -19,7 +19,7 @@ import pluggy
 
 from runpoint import transcript as tx
 from runpoint.agent import Agent
-from runpoint.model import Model, ModelRequest, ModelResponse, TextDelta
+from runpoint.model import Model, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
 from runpoint.policy import Boundary, BoundaryKind, CheckpointPolicy
 from runpoint.storage import Storage
 from runpoint.types import Checkpoint, Message, Run, RunEvent, RunStatus, ToolCall, new_id, now
@@ -86,6 +86,8 @@ class RunTask:
         async for chunk in self.model.stream(request):
             if isinstance(chunk, TextDelta):
                 self.event("RunContent", content=chunk.text)
+            elif isinstance(chunk, ToolCallDelta):
+                self.event("ToolCallDelta", **msgspec.structs.asdict(chunk))
             else:
                 response = chunk
         if response is None:

@@ -30,6 +30,16 @@ class TextDelta(msgspec.Struct):
     text: str
 
 
+class ToolCallDelta(msgspec.Struct):
+    """A piece of a tool call's JSON arguments, streamed while the model writes them.
+    `index` orders the calls of one turn; `id` and `name` come with the first piece."""
+
+    index: int
+    arguments: str
+    id: str | None = None
+    name: str | None = None
+
+
 class ModelResponse(msgspec.Struct):
     """A complete model turn: final text and/or a batch of tool calls."""
 
@@ -38,13 +48,17 @@ class ModelResponse(msgspec.Struct):
     usage: Usage | None = None
 
 
+Chunk = TextDelta | ToolCallDelta | ModelResponse
+
+
 class Model(Protocol):
-    """A chat model. `stream` yields text deltas, then exactly one ModelResponse."""
+    """A chat model. `stream` yields deltas, then exactly one complete ModelResponse
+    (the deltas are for watching clients; the loop records only the response)."""
 
     @property
     def name(self) -> str: ...
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]: ...
 
 
 # A provider turns the part after "provider:" in a model string into a Model.

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from runpoint import hookimpl
-from runpoint.model import Model, ModelProvider, ModelRequest, ModelResponse, TextDelta
+from runpoint.model import Chunk, Model, ModelProvider, ModelRequest, ModelResponse, TextDelta
 from runpoint.types import Message, ToolCall, Usage
 
 TurnFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
@@ -29,7 +29,7 @@ class ScriptedModel:
     def name(self) -> str:
         return self._name
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResponse]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         response = await self._respond(request)
         if response.usage is None:
             response.usage = _usage(request, response)
