@@ -10,7 +10,7 @@ pause and a resume after a crash all enter the loop the same way:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +41,7 @@ class RunTask:
     history: list[Message]  # earlier runs of the session, as the model's context
     transcript: list[Message]  # this run's transcript, durable up to `unsaved`
     emit: Callable[[RunEvent], None]
+    incoming: Sequence[Message] = ()  # the new input that starts this execution
     unsaved: list[Message] = field(default_factory=list)
     decisions: Mapping[str, bool] = field(default_factory=dict)  # tool_call_id -> confirmed
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
@@ -53,6 +54,8 @@ class RunTask:
         self.run.error = None
         self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
         self.hook.runpoint_run_started(run=self.run)
+        for message in self.incoming:
+            self.append(message)
         await self.save(checkpoint=None)
         try:
             while True:
@@ -189,10 +192,7 @@ class RunTask:
         index = tx.safe_boundary(self.transcript, len(self.transcript))
         boundary = Boundary(kind, index, self.model_turns, self.tool_batches)
         checkpoint = None
-        if (
-            self.policy.is_checkpoint(boundary)
-            and self.run.last_checkpoint_at_message_index != index
-        ):
+        if self.policy.is_checkpoint(boundary):
             last = self.transcript[index - 1] if index else None
             checkpoint = Checkpoint(
                 checkpoint_id=new_id(),

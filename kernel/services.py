@@ -243,10 +243,12 @@ class Runpoint:
             index = tx.before_final_answer(messages)
             if index == len(messages):
                 raise NotContinuable(f"run {run_id} has no final answer to regenerate")
-        index = tx.safe_boundary(messages, index)
+        # in place, the loop picks up whatever the tail holds (a paused batch, say);
+        # a new run starts from a whole boundary
         in_place = (
             index == len(messages) and not fork and not regenerate and source.status in RESUMABLE
         )
+        index = tx.safe_boundary(messages, index)
         if tools and not (in_place and source.status is RunStatus.PAUSED):
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
@@ -439,11 +441,10 @@ class Runpoint:
             history=await self._history(run.previous_run_id, agent.history_runs),
             transcript=list(transcript),
             emit=emit,
+            incoming=new_messages,
             decisions=decisions or {},
             resumed=resumed or run.forked_from_run_id is not None,
         )
-        for message in new_messages:
-            task.append(message)
         self._active[run.run_id] = task
 
         async def execute() -> Run:

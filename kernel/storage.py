@@ -40,7 +40,8 @@ class Storage(Protocol):
         self, run: Run, messages: Sequence[Message], checkpoint: Checkpoint | None
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
-        `len(messages)` of `run.message_count`), update the run row, insert `checkpoint`."""
+        `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
+        (an "end" replaces a checkpoint the run wrote at the same index)."""
 
     async def read_messages(self, segments: Sequence[Segment], upto: int) -> list[Message]:
         """The transcript laid out by `segments`, cut at `upto`."""

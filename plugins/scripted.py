@@ -8,6 +8,7 @@ forked run replays exactly as the original would have gone on.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
@@ -35,6 +36,7 @@ class ScriptedModel:
             response.usage = _usage(request, response)
         for word in (response.content or "").split(" "):
             if word:
+                await asyncio.sleep(0)  # let others run between deltas, as a network would
                 yield TextDelta(word + " ")
         yield response
 

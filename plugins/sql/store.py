@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import msgspec
-from sqlalchemy import and_, delete, event, func, insert, or_, select, update
+from sqlalchemy import Table, and_, delete, event, func, insert, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
@@ -122,12 +123,18 @@ class SqlStorage:
                 ]
                 await conn.execute(insert(messages), rows)
             if checkpoint is not None:
+                data = self._count(_encode(checkpoint))
                 row = {
                     "run_id": checkpoint.run_id,
                     "message_index": checkpoint.message_index,
-                    "data": self._count(_encode(checkpoint)),
+                    "data": data,
                 }
-                await conn.execute(insert(checkpoints), [row])
+                upsert = self._insert(checkpoints).values(row)
+                await conn.execute(
+                    upsert.on_conflict_do_update(
+                        index_elements=["run_id", "message_index"], set_={"data": data}
+                    )
+                )
 
     # -- transcripts -----------------------------------------------------------------
 
@@ -170,6 +177,10 @@ class SqlStorage:
         """One write transaction (queued behind the others on SQLite)."""
         async with self._write_lock or contextlib.nullcontext(), self.engine.begin() as conn:
             yield conn
+
+    def _insert(self, table: Table) -> Any:
+        """The dialect's INSERT, which knows ON CONFLICT."""
+        return (sqlite.insert if self.is_sqlite else postgresql.insert)(table)
 
     def _count(self, data: bytes) -> bytes:
         self.bytes_written += len(data)

@@ -1,0 +1,59 @@
+"""Human in the loop: a tool that needs confirmation pauses the run until continue."""
+
+from __future__ import annotations
+
+import pytest
+
+from runpoint.errors import InvalidRequest
+from runpoint.plugins.demo import agents
+from runpoint.services import Runpoint
+from runpoint.types import RunStatus
+from tests.conftest import OpenRunpoint
+
+
+@pytest.fixture
+async def rp(open_runpoint: OpenRunpoint) -> Runpoint:
+    return await open_runpoint(agents)
+
+
+async def paused(rp: Runpoint) -> tuple[str, str]:
+    run = await (await rp.create_run("booking-agent", "Book Paris")).result()
+    assert run.status is RunStatus.PAUSED
+    detail = await rp.get_run(run.run_id)
+    [pending] = [t for t in detail.tools if t.result is None]
+    assert pending.requires_confirmation and pending.tool_args == {"city": "Paris"}
+    return run.run_id, pending.tool_call_id
+
+
+async def test_confirmed_tool_runs_in_the_same_run(rp: Runpoint) -> None:
+    run_id, call_id = await paused(rp)
+    run = await (await rp.continue_run(run_id, tools={call_id: True})).result()
+    assert run.run_id == run_id and run.status is RunStatus.COMPLETED
+    detail = await rp.get_run(run_id)
+    [tool] = detail.tools
+    assert (tool.result, tool.tool_call_error) == ("Booked a trip to Paris.", False)
+    assert run.content == "Here is what I found. Paris: Booked a trip to Paris.."
+
+
+async def test_rejected_tool_is_an_error_result_not_a_call(rp: Runpoint) -> None:
+    run_id, call_id = await paused(rp)
+    run = await (await rp.continue_run(run_id, tools={call_id: False})).result()
+    assert run.status is RunStatus.COMPLETED
+    [tool] = (await rp.get_run(run_id)).tools
+    assert tool.tool_call_error and tool.result == "The user rejected this tool call."
+
+
+async def test_resume_without_a_decision_stays_paused(rp: Runpoint) -> None:
+    run_id, _ = await paused(rp)
+    run = await (await rp.continue_run(run_id)).result()
+    assert run.status is RunStatus.PAUSED
+
+
+async def test_bad_decisions_are_rejected(rp: Runpoint) -> None:
+    run_id, call_id = await paused(rp)
+    with pytest.raises(InvalidRequest, match="no paused tool call"):
+        await rp.continue_run(run_id, tools={"call_nope": True})
+    with pytest.raises(InvalidRequest, match="send `tools`"):
+        await rp.continue_run(run_id, input="hello?")
+    with pytest.raises(InvalidRequest, match="paused run from end"):
+        await rp.continue_run(run_id, continue_from=1, tools={call_id: True})

@@ -1,0 +1,116 @@
+"""Tools: schemas from signatures and docstrings, validation, failures, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Literal
+
+from runpoint.agent import Agent, tool
+from runpoint.model import ModelRequest, ModelResponse
+from runpoint.plugins.demo import get_population
+from runpoint.plugins.scripted import ScriptedModel, call_id
+from runpoint.types import RunStatus, ToolCall
+from tests.conftest import OpenRunpoint
+
+
+def test_schema_comes_from_the_signature_and_docstring() -> None:
+    schema = tool(get_population).schema
+    assert schema.name == "get_population"
+    assert schema.description == "Look up the population of a city."
+    assert schema.parameters == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": 'The city\'s name, such as "Paris".'}
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+
+
+def test_defaults_and_types_reach_the_schema() -> None:
+    def search(query: str, limit: int = 5, unit: Literal["km", "mi"] = "km") -> str:
+        """Search.
+
+        Args:
+            query: What to look for.
+            limit (int): At most this many.
+        """
+        return query
+
+    parameters = tool(name="find")(search).schema.parameters
+    assert parameters["required"] == ["query"]
+    assert parameters["properties"]["limit"] == {
+        "type": "integer",
+        "default": 5,
+        "description": "At most this many.",
+    }
+    assert parameters["properties"]["unit"] == {"enum": ["km", "mi"], "default": "km"}
+
+
+def batch(*calls: tuple[str, Mapping[str, object]]) -> ScriptedModel:
+    """A model that calls the given tools in one batch, then reports what it got."""
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        if request.messages[-1].role == "user":
+            calls_ = [ToolCall(call_id(request, i), n, dict(a)) for i, (n, a) in enumerate(calls)]
+            return ModelResponse(tool_calls=calls_)
+        results = [m for m in request.messages if m.role == "tool"]
+        return ModelResponse(content=" | ".join(f"{m.tool_name}: {m.content}" for m in results))
+
+    return ScriptedModel(respond)
+
+
+async def test_failing_tools_become_error_results(open_runpoint: OpenRunpoint) -> None:
+    def explode(reason: str) -> str:
+        raise RuntimeError(reason)
+
+    model = batch(
+        ("explode", {"reason": "boom"}),
+        ("get_population", {"town": "Paris"}),
+        ("teleport", {}),
+        ("get_population", {"city": "Paris"}),
+    )
+    rp = await open_runpoint([Agent(id="a", model=model, tools=[explode, get_population])])
+    run = await (await rp.create_run("a", "go")).result()
+    assert run.status is RunStatus.COMPLETED
+    tools = (await rp.get_run(run.run_id)).tools
+    assert [(t.tool_call_error, t.result) for t in tools] == [
+        (True, "RuntimeError: boom"),
+        (True, "Invalid arguments for get_population: Object contains unknown field `town`"),
+        (True, "Unknown tool 'teleport'."),
+        (False, "2.1M"),
+    ]
+
+
+async def test_a_batch_runs_concurrently(open_runpoint: OpenRunpoint) -> None:
+    barrier = asyncio.Barrier(3)
+
+    async def meet(name: str) -> str:
+        # three calls can only pass the barrier together: a sequential batch would hang
+        async with asyncio.timeout(5):
+            await barrier.wait()
+        return name
+
+    model = batch(*[("meet", {"name": n}) for n in "abc"])
+    rp = await open_runpoint([Agent(id="a", model=model, tools=[meet])])
+    run = await (await rp.create_run("a", "go")).result()
+    assert run.content == "meet: a | meet: b | meet: c"
+
+
+async def test_the_number_of_turns_is_bounded(open_runpoint: OpenRunpoint) -> None:
+    def forever(request: ModelRequest) -> ModelResponse:
+        call = ToolCall(call_id(request), "get_population", {"city": "Lima"})
+        return ModelResponse(tool_calls=[call])
+
+    agent = Agent(id="a", model=ScriptedModel(forever), tools=[get_population], max_turns=3)
+    rp = await open_runpoint([agent])
+    run = await (await rp.create_run("a", "go")).result()
+    assert run.status is RunStatus.ERROR
+    assert run.error == "the run reached its limit of 3 turns"
+    _, timeline = await rp.timeline(run.run_id)
+    assert [(c.message_index, c.reason) for c in timeline] == [
+        (3, "checkpoint"),
+        (5, "checkpoint"),
+        (7, "end"),
+    ]
