@@ -1,0 +1,45 @@
+"""A run that dies: `python -m tests.kernel.crashing DB COUNTER` starts a run that counts
+its tool calls in COUNTER and freezes right after its second checkpoint is committed."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+
+from runpoint import hookimpl
+from runpoint.agent import Agent
+from runpoint.host import PluginHost
+from runpoint.services import Runpoint
+from runpoint.types import Checkpoint, Run
+
+
+def count_population(city: str) -> str:
+    """Look up a city's population, counting each call in a file."""
+    with open(os.environ["COUNTER"], "a") as counter:
+        counter.write(city + "\n")
+    return f"{city}: many"
+
+
+agent = Agent(id="counter", model="scripted:demo", tools=[count_population])
+QUESTION = "Paris, Tokyo and Lagos"
+
+
+class FreezeAfterSecondCheckpoint:
+    @hookimpl
+    def runpoint_checkpoint_written(self, run: Run, checkpoint: Checkpoint) -> None:
+        print(f"{run.run_id} {checkpoint.message_index}", flush=True)
+        if checkpoint.message_index == 5:
+            time.sleep(600)  # the parent kills us here, mid-run
+
+
+async def main(database: str) -> None:
+    host = PluginHost([FreezeAfterSecondCheckpoint()])
+    async with Runpoint([agent], database=database, host=host) as rp:
+        await (await rp.create_run("counter", QUESTION)).result()
+
+
+if __name__ == "__main__":
+    os.environ["COUNTER"] = sys.argv[2]
+    asyncio.run(main(sys.argv[1]))

@@ -1,0 +1,53 @@
+"""A run killed with SIGKILL resumes from its last checkpoint without re-running tools."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import pytest
+
+from runpoint.types import RunStatus
+from tests.conftest import OpenRunpoint
+from tests.kernel import crashing
+
+
+async def test_a_killed_run_resumes_without_rerunning_completed_batches(
+    open_runpoint: OpenRunpoint, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = tmp_path / "calls.txt"
+    child = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter)),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
+    assert child.stdout is not None
+    async with asyncio.timeout(60):
+        lines = [(await child.stdout.readline()).decode().split() for _ in range(2)]
+    child.kill()  # SIGKILL: no cleanup, no last write
+    await child.wait()
+    assert [index for _, index in lines] == ["3", "5"]
+    run_id = lines[0][0]
+    assert counter.read_text().split() == ["Paris", "Tokyo"]
+
+    monkeypatch.setenv("COUNTER", str(counter))
+    rp = await open_runpoint([crashing.agent])
+    detail = await rp.get_run(run_id)
+    assert detail.run.status is RunStatus.RUNNING  # as it was when it died
+    assert detail.run.last_checkpoint_at_message_index == 5
+    assert [t.result for t in detail.tools] == ["Paris: many", "Tokyo: many"]
+
+    run = await (await rp.continue_run(run_id)).result()
+    assert (run.run_id, run.status) == (run_id, RunStatus.COMPLETED)
+    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # each ran once
+    _, timeline = await rp.timeline(run_id)
+    assert [(c.message_index, c.reason) for c in timeline] == [
+        (3, "checkpoint"),
+        (5, "checkpoint"),
+        (7, "checkpoint"),
+        (8, "end"),
+    ]
+    assert run.content == (
+        "Here is what I found. Paris: Paris: many; Tokyo: Tokyo: many; Lagos: Lagos: many."
+    )
