@@ -38,10 +38,10 @@ class RunTask:
     storage: Storage
     hook: pluggy.HookRelay
     run: Run
-    history: list[Message]  # earlier runs of the session, as the model's context
-    transcript: list[Message]  # this run's transcript, durable up to `unsaved`
     emit: Callable[[RunEvent], None]
     incoming: Sequence[Message] = ()  # the new input that starts this execution
+    history: list[Message] = field(default_factory=list)  # earlier runs, as context
+    transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
     unsaved: list[Message] = field(default_factory=list)
     decisions: Mapping[str, bool] = field(default_factory=dict)  # tool_call_id -> confirmed
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
@@ -54,10 +54,11 @@ class RunTask:
         self.run.error = None
         self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
         self.hook.runpoint_run_started(run=self.run)
-        for message in self.incoming:
-            self.append(message)
-        await self.save(checkpoint=None)
         try:
+            await self.load_context()
+            for message in self.incoming:
+                self.append(message)
+            await self.save(checkpoint=None)
             while True:
                 if calls := tx.unanswered_calls(self.transcript):
                     if self.undecided(calls):
@@ -77,6 +78,21 @@ class RunTask:
             return await self.finish(RunStatus.ERROR, "RunError")
 
     # -- steps -------------------------------------------------------------------
+
+    async def load_context(self) -> None:
+        """This run's transcript so far, and the transcripts of the runs it follows in
+        its session (oldest first, each cut where it was whole)."""
+        run = self.run
+        self.transcript = await self.storage.read_messages(run.segments, run.message_count)
+        previous, depth = run.previous_run_id, self.agent.history_runs
+        while previous is not None and (depth is None or depth > 0):
+            earlier = await self.storage.get_run(previous)
+            if earlier is None:
+                break
+            messages = await self.storage.read_messages(earlier.segments, earlier.message_count)
+            self.history[:0] = messages[: tx.safe_boundary(messages, len(messages))]
+            previous = earlier.previous_run_id
+            depth = None if depth is None else depth - 1
 
     async def model_turn(self) -> None:
         self.event("ModelRequestStarted", model=self.model.name)

@@ -28,6 +28,7 @@ from runpoint.types import (
     RunStatus,
     Segment,
     Session,
+    ToolCall,
     ToolExecution,
     new_id,
     now,
@@ -147,7 +148,7 @@ class Runpoint:
             previous_run_id=previous.run_id if previous else None,
         )
         await self.storage.create_runs([run])
-        return await self._start(agent, run, [], [Message(role="user", content=message)], stream)
+        return await self._start(agent, run, [Message(role="user", content=message)], stream)
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
@@ -237,23 +238,24 @@ class Runpoint:
             )
         if model is not None:
             self.host.model(model)  # unknown providers fail here, before anything starts
-        messages = await self.storage.read_messages(source.segments, source.message_count)
-        index = _resolve_boundary(continue_from, messages)
+        count = source.message_count
         if regenerate:
-            index = tx.before_final_answer(messages)
-            if index == len(messages):
+            index = await self._before_final_answer(source)
+            if index == count:
                 raise NotContinuable(f"run {run_id} has no final answer to regenerate")
+        else:
+            index = await self._resolve_boundary(source, continue_from)
         # in place, the loop picks up whatever the tail holds (a paused batch, say);
         # a new run starts from a whole boundary
-        in_place = (
-            index == len(messages) and not fork and not regenerate and source.status in RESUMABLE
-        )
-        index = tx.safe_boundary(messages, index)
+        in_place = index == count and not fork and not regenerate and source.status in RESUMABLE
+        tail_start, tail = await self._last_turn(source, index)
+        index = tail_start + tx.safe_boundary(tail, len(tail))
         if tools and not (in_place and source.status is RunStatus.PAUSED):
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
-            return await self._resume(agent, source, messages, input, tools or {}, model, stream)
-        if index == len(messages) and not fork and not regenerate and input is None:
+            pending = tx.unanswered_calls(tail)
+            return await self._resume(agent, source, pending, input, tools or {}, model, stream)
+        if index == count and not fork and not regenerate and input is None:
             raise NotContinuable(
                 f"run {run_id} is {source.status}; to continue it from its end give an input, "
                 "or set fork or regenerate"
@@ -280,7 +282,7 @@ class Runpoint:
         )
         await self.storage.create_runs([run])
         new = [Message(role="user", content=input)] if input is not None else []
-        return await self._start(agent, run, messages[:index], new, stream, model=model)
+        return await self._start(agent, run, new, stream, model=model)
 
     async def cancel(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
@@ -375,6 +377,44 @@ class Runpoint:
         confirm = {n: t.requires_confirmation for n, t in agent.tool_map.items()} if agent else {}
         return RunDetail(run, messages, tx.tool_executions(messages, confirm))
 
+    async def _resolve_boundary(self, run: Run, continue_from: ContinueFrom | str) -> int:
+        count = run.message_count
+        if continue_from == "end":
+            return count
+        if continue_from == "last_user":
+            index = await self.storage.last_index(run.segments, count, "user")
+            if index is None:
+                raise InvalidBoundary("the run has no user message to continue from")
+            return index + 1
+        if isinstance(continue_from, str):
+            try:
+                continue_from = int(continue_from.strip())
+            except ValueError:
+                raise InvalidBoundary(
+                    f"continue_from must be 'end', 'last_user' or a message index, "
+                    f"not {continue_from!r}"
+                ) from None
+        if not 0 <= continue_from <= count:
+            raise InvalidBoundary(
+                f"continue_from {continue_from} is outside this run's boundaries 0..{count}"
+            )
+        return continue_from
+
+    async def _last_turn(self, run: Run, index: int) -> tuple[int, list[Message]]:
+        """The messages from the last assistant turn before `index` up to it: all that
+        decides whether `index` is a whole boundary, read without the rest."""
+        start = await self.storage.last_index(run.segments, index, "assistant") or 0
+        return start, await self.storage.read_messages(run.segments, index, start=start)
+
+    async def _before_final_answer(self, run: Run) -> int:
+        index = run.message_count
+        while index > 0:
+            [last] = await self.storage.read_messages(run.segments, index, start=index - 1)
+            if last.role != "assistant" or last.tool_calls:
+                break
+            index -= 1
+        return index
+
     def _refuse_concurrent(self, session_id: str) -> None:
         for task in self._active.values():
             if task.run.session_id == session_id:
@@ -391,14 +431,13 @@ class Runpoint:
         self,
         agent: Agent,
         run: Run,
-        messages: list[Message],
+        pending: list[ToolCall],
         input: str | None,
         decisions: Mapping[str, bool],
         model: str | None,
         stream: bool,
     ) -> RunHandle:
         self._refuse_active(run)
-        pending = tx.unanswered_calls(messages)
         if unknown := set(decisions) - {c.id for c in pending}:
             raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
         if pending and input is not None:
@@ -409,14 +448,13 @@ class Runpoint:
         if model is not None:
             run.model = model
         return await self._start(
-            agent, run, messages, new, stream, decisions=decisions, resumed=True, model=model
+            agent, run, new, stream, decisions=decisions, resumed=True, model=model
         )
 
     async def _start(
         self,
         agent: Agent,
         run: Run,
-        transcript: list[Message],
         new_messages: Sequence[Message],
         stream: bool,
         *,
@@ -438,8 +476,6 @@ class Runpoint:
             storage=self.storage,
             hook=self.host.hook,
             run=run,
-            history=await self._history(run.previous_run_id, agent.history_runs),
-            transcript=list(transcript),
             emit=emit,
             incoming=new_messages,
             decisions=decisions or {},
@@ -462,43 +498,6 @@ class Runpoint:
 
     def _model(self, agent: Agent) -> Model:
         return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
-
-    async def _history(self, run_id: str | None, depth: int | None) -> list[Message]:
-        """The transcripts of the runs this one follows, oldest first, each cut at a
-        safe boundary (a paused run's unanswered tool calls are left out)."""
-        history: list[Message] = []
-        while run_id is not None and (depth is None or depth > 0):
-            run = await self.storage.get_run(run_id)
-            if run is None:
-                break
-            messages = await self.storage.read_messages(run.segments, run.message_count)
-            history[:0] = messages[: tx.safe_boundary(messages, len(messages))]
-            run_id = run.previous_run_id
-            depth = None if depth is None else depth - 1
-        return history
-
-
-def _resolve_boundary(continue_from: ContinueFrom | str, messages: Sequence[Message]) -> int:
-    if continue_from == "end":
-        return len(messages)
-    if continue_from == "last_user":
-        index = tx.last_user_boundary(messages)
-        if index is None:
-            raise InvalidBoundary("the run has no user message to continue from")
-        return index
-    if isinstance(continue_from, str):
-        try:
-            continue_from = int(continue_from.strip())
-        except ValueError:
-            raise InvalidBoundary(
-                f"continue_from must be 'end', 'last_user' or a message index, "
-                f"not {continue_from!r}"
-            ) from None
-    if not 0 <= continue_from <= len(messages):
-        raise InvalidBoundary(
-            f"continue_from {continue_from} is outside this run's boundaries 0..{len(messages)}"
-        )
-    return continue_from
 
 
 def _cut(segments: Sequence[Segment], index: int) -> list[Segment]:

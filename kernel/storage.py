@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from runpoint.types import Checkpoint, Message, Run, Segment, Session
+from runpoint.types import Checkpoint, Message, Role, Run, Segment, Session
 
 
 class Storage(Protocol):
@@ -43,8 +43,14 @@ class Storage(Protocol):
         `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
         (an "end" replaces a checkpoint the run wrote at the same index)."""
 
-    async def read_messages(self, segments: Sequence[Segment], upto: int) -> list[Message]:
-        """The transcript laid out by `segments`, cut at `upto`."""
+    async def read_messages(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[Message]:
+        """Messages `start` to `upto` (excluded) of the transcript laid out by `segments`."""
+
+    async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
+        """The index of the last message of `role` before `before`, if any; this reads
+        backwards through an index, so its cost does not grow with the transcript."""
 
     async def list_checkpoints(
         self, segments: Sequence[Segment], upto: int | None = None

@@ -31,6 +31,7 @@ messages = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("idx", Integer, primary_key=True, autoincrement=False),
+    Column("role", String(16), nullable=False),
     Column("data", LargeBinary, nullable=False),
 )
 

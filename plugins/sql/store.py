@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.schema import checkpoints, messages, metadata, runs, sessions
-from runpoint.types import Checkpoint, Message, Run, Segment, Session
+from runpoint.types import Checkpoint, Message, Role, Run, Segment, Session
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
@@ -118,7 +118,12 @@ class SqlStorage:
             await conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(data=data))
             if messages_:
                 rows = [
-                    {"run_id": run.run_id, "idx": first + i, "data": self._count(_encode(m))}
+                    {
+                        "run_id": run.run_id,
+                        "idx": first + i,
+                        "role": m.role,
+                        "data": self._count(_encode(m)),
+                    }
                     for i, m in enumerate(messages_)
                 ]
                 await conn.execute(insert(messages), rows)
@@ -138,20 +143,43 @@ class SqlStorage:
 
     # -- transcripts -----------------------------------------------------------------
 
-    async def read_messages(self, segments: Sequence[Segment], upto: int) -> list[Message]:
+    async def read_messages(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[Message]:
         ranges = [
             and_(
                 messages.c.run_id == s.run_id,
-                messages.c.idx >= s.start,
+                messages.c.idx >= max(s.start, start),
                 messages.c.idx < (upto if s.end is None else min(s.end, upto)),
             )
             for s in segments
-            if s.start < upto
+            if s.start < upto and (s.end is None or s.end > start)
         ]
         if not ranges:
             return []
         query = select(messages.c.data).where(or_(*ranges)).order_by(messages.c.idx)
         return await self._all(query, Message)
+
+    async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
+        async with self.engine.connect() as conn:
+            for s in reversed(segments):
+                if s.start >= before:
+                    continue
+                end = before if s.end is None else min(s.end, before)
+                found = await conn.scalar(
+                    select(messages.c.idx)
+                    .where(
+                        messages.c.run_id == s.run_id,
+                        messages.c.idx >= s.start,
+                        messages.c.idx < end,
+                        messages.c.role == role,
+                    )
+                    .order_by(messages.c.idx.desc())
+                    .limit(1)
+                )
+                if found is not None:
+                    return int(found)
+        return None
 
     async def list_checkpoints(
         self, segments: Sequence[Segment], upto: int | None = None
