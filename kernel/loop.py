@@ -234,7 +234,7 @@ class RunTask:
         await self.storage.save(self.run, self.unsaved, checkpoint)
         self.unsaved = []
 
-    def event(self, name: str, **data: Any) -> None:
+    def event(self, name: str, /, **data: Any) -> None:
         self.emit(
             RunEvent(
                 event=name,

@@ -1,0 +1,73 @@
+"""`anthropic`: Claude models on the Messages API, through the official SDK's async client.
+
+``anthropic:<model>`` reads ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL; for per-agent
+settings give an agent a model object: ``Claude(id="claude-sonnet-4-6", max_tokens=2048)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from anthropic import AsyncAnthropic
+
+from runpoint import hookimpl
+from runpoint.model import (
+    Chunk,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+)
+from runpoint.plugins import vendor_messages as vm
+from runpoint.plugins.vendor_model import VendorModel
+
+# The Messages API requires a limit; this one is used when the agent sets none.
+DEFAULT_MAX_TOKENS = 8192
+
+
+@dataclass
+class Claude(VendorModel[AsyncAnthropic]):
+    provider = "anthropic"
+    api_key_env = "ANTHROPIC_API_KEY"
+
+    def _make_client(self, **options: Any) -> AsyncAnthropic:
+        return AsyncAnthropic(**options)
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "model": self.id,
+            "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": vm.claude_messages(request.messages),
+        }
+        if system := vm.system_prompt(request.instructions, request.messages):
+            params["system"] = system
+        if request.tools:
+            params["tools"] = vm.claude_tools(request.tools)
+        return params
+
+    async def _respond(self, client: AsyncAnthropic, request: ModelRequest) -> ModelResponse:
+        return vm.from_claude(await client.messages.create(**self._params(request)))
+
+    async def _stream(self, client: AsyncAnthropic, request: ModelRequest) -> AsyncIterator[Chunk]:
+        calls: dict[int, int] = {}  # content block index -> index of the tool call in the turn
+        async with client.messages.stream(**self._params(request)) as stream:
+            async for event in stream:
+                if event.type == "content_block_start" and event.content_block.type == "tool_use":
+                    calls[event.index] = len(calls)
+                    block = event.content_block
+                    yield ToolCallDelta(len(calls) - 1, "", block.id, block.name)
+                elif event.type == "content_block_delta":
+                    if event.delta.type == "text_delta":
+                        yield TextDelta(event.delta.text)
+                    elif event.delta.type == "input_json_delta":
+                        yield ToolCallDelta(calls[event.index], event.delta.partial_json)
+            message = await stream.get_final_message()
+        yield vm.from_claude(message)
+
+
+@hookimpl
+def runpoint_model_providers() -> Mapping[str, ModelProvider]:
+    return {"anthropic": Claude}

@@ -1,0 +1,139 @@
+"""`openai`: OpenAI models through the official SDK's async client.
+
+``openai:<model>`` uses the Responses API, ``openai-chat:<model>`` Chat Completions; both
+read OPENAI_API_KEY and OPENAI_BASE_URL. For per-agent settings give an agent a model
+object: ``OpenAIResponses(id="gpt-5.4", temperature=0.2, max_retries=5)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from openai import AsyncOpenAI
+from openai.lib.streaming.chat import ChatCompletionStreamState
+
+from runpoint import hookimpl
+from runpoint.model import (
+    Chunk,
+    ModelProvider,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+)
+from runpoint.plugins import vendor_messages as vm
+from runpoint.plugins.vendor_model import VendorModel, given
+
+
+@dataclass
+class _OpenAIModel(VendorModel[AsyncOpenAI]):
+    temperature: float | None = None
+
+    api_key_env = "OPENAI_API_KEY"
+
+    def _make_client(self, **options: Any) -> AsyncOpenAI:
+        return AsyncOpenAI(**options)
+
+
+@dataclass
+class OpenAIResponses(_OpenAIModel):
+    """A model on the Responses API."""
+
+    provider = "openai"
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params = given(temperature=self.temperature, max_output_tokens=self.max_tokens)
+        if request.instructions:
+            params["instructions"] = request.instructions
+        if request.tools:
+            params["tools"] = vm.responses_tools(request.tools)
+        return params
+
+    async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
+        response = await client.responses.create(
+            model=self.id, input=vm.responses_input(request.messages), **self._params(request)
+        )
+        return vm.from_responses(response)
+
+    async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
+        calls: dict[int, int] = {}  # output item index -> index of the tool call in the turn
+        stream = await client.responses.create(
+            model=self.id,
+            input=vm.responses_input(request.messages),
+            stream=True,
+            **self._params(request),
+        )
+        async with stream:
+            async for event in stream:
+                if event.type == "response.output_text.delta":
+                    yield TextDelta(event.delta)
+                elif (
+                    event.type == "response.output_item.added"
+                    and event.item.type == "function_call"
+                ):
+                    calls[event.output_index] = len(calls)
+                    item = event.item
+                    yield ToolCallDelta(len(calls) - 1, item.arguments, item.call_id, item.name)
+                elif event.type == "response.function_call_arguments.delta":
+                    yield ToolCallDelta(calls[event.output_index], event.delta)
+                elif event.type in ("response.completed", "response.incomplete", "response.failed"):
+                    yield vm.from_responses(event.response)
+                    return
+        raise vm.MalformedResponse("the response stream ended before the response did")
+
+
+@dataclass
+class OpenAIChat(_OpenAIModel):
+    """A model on the Chat Completions API."""
+
+    provider = "openai-chat"
+
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        params = given(temperature=self.temperature, max_completion_tokens=self.max_tokens)
+        if request.tools:
+            params["tools"] = vm.chat_tools(request.tools)
+        return params
+
+    async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
+        completion = await client.chat.completions.create(
+            model=self.id,
+            messages=vm.chat_messages(request.instructions, request.messages),
+            **self._params(request),
+        )
+        return vm.from_chat(completion)
+
+    async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
+        state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
+        stream = await client.chat.completions.create(
+            model=self.id,
+            messages=vm.chat_messages(request.instructions, request.messages),
+            stream=True,
+            stream_options={"include_usage": True},
+            **self._params(request),
+        )
+        finished = False
+        async with stream:
+            async for chunk in stream:
+                state.handle_chunk(chunk)
+                for choice in chunk.choices[:1]:
+                    finished = finished or choice.finish_reason is not None
+                    if choice.delta.content:
+                        yield TextDelta(choice.delta.content)
+                    for call in choice.delta.tool_calls or ():
+                        function = call.function
+                        yield ToolCallDelta(
+                            call.index,
+                            (function and function.arguments) or "",
+                            call.id,
+                            function and function.name,
+                        )
+        if not finished:
+            raise vm.MalformedResponse("the completion stream ended before the completion did")
+        yield vm.from_chat(state.get_final_completion())
+
+
+@hookimpl
+def runpoint_model_providers() -> Mapping[str, ModelProvider]:
+    return {"openai": OpenAIResponses, "openai-chat": OpenAIChat}

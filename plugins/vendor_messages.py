@@ -1,0 +1,247 @@
+"""runpoint's messages in each vendor's format, and each vendor's answer as a runpoint turn.
+
+runpoint's transcript is the record; a vendor's format is made from it afresh for every
+request, so any run can be continued on any provider. Tool call ids, arguments, results and
+error flags go through unchanged where the vendor has a place for them (OpenAI has no error
+flag: the result text says what failed). Anthropic only accepts ids of ``[a-zA-Z0-9_-]``;
+others are mapped the same way in a call and in its result, so they still pair up.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import msgspec
+from anthropic.types import ContentBlockParam, MessageParam, ToolParam
+from anthropic.types import Message as ClaudeMessage
+from openai.types.chat import (
+    ChatCompletion,
+    ChatCompletionAssistantMessageParam,
+    ChatCompletionMessageParam,
+    ChatCompletionToolParam,
+)
+from openai.types.responses import FunctionToolParam, Response, ResponseInputItemParam
+
+from runpoint.model import ModelResponse, ToolSchema
+from runpoint.types import Message, ToolCall, Usage
+
+
+class MalformedResponse(Exception):
+    """A vendor's answer that cannot be read as a model turn."""
+
+
+def arguments_json(call: ToolCall) -> str:
+    return msgspec.json.encode(call.arguments).decode()
+
+
+def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
+    """A tool call a vendor returned; `arguments` is JSON text or an already parsed value."""
+    if isinstance(arguments, str):
+        try:
+            arguments = msgspec.json.decode(arguments or "{}")
+        except msgspec.DecodeError as exc:
+            raise MalformedResponse(f"the arguments of {name} are not JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise MalformedResponse(f"the arguments of {name} are not a JSON object: {arguments!r}")
+    return ToolCall(call_id, name, arguments)
+
+
+def system_prompt(instructions: str | None, messages: Iterable[Message]) -> str | None:
+    """The agent's instructions and any system messages, for vendors that take one prompt."""
+    parts = [instructions] + [m.content for m in messages if m.role == "system"]
+    return "\n\n".join(p for p in parts if p) or None
+
+
+# -- OpenAI Responses ---------------------------------------------------------------
+
+
+def responses_tools(tools: Sequence[ToolSchema]) -> list[FunctionToolParam]:
+    # strict mode would demand every parameter be required; runpoint validates arguments
+    return [
+        {
+            "type": "function",
+            "name": t.name,
+            "description": t.description,
+            "parameters": t.parameters,
+            "strict": False,
+        }
+        for t in tools
+    ]
+
+
+def responses_input(messages: Sequence[Message]) -> list[ResponseInputItemParam]:
+    items: list[ResponseInputItemParam] = []
+    for m in messages:
+        if m.role == "tool":
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m.tool_call_id or "",
+                    "output": m.content or "",
+                }
+            )
+            continue
+        if m.content:
+            items.append({"role": m.role, "content": m.content})
+        for call in m.tool_calls or ():
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.id,
+                    "name": call.name,
+                    "arguments": arguments_json(call),
+                }
+            )
+    return items
+
+
+def from_responses(response: Response) -> ModelResponse:
+    if response.status == "failed":
+        error = response.error.message if response.error else "no reason given"
+        raise MalformedResponse(f"the response failed: {error}")
+    calls = [
+        tool_call(item.call_id, item.name, item.arguments)
+        for item in response.output
+        if item.type == "function_call"
+    ]
+    usage = response.usage
+    return ModelResponse(
+        content=response.output_text or None,
+        tool_calls=calls,
+        usage=Usage(usage.input_tokens, usage.output_tokens) if usage else None,
+    )
+
+
+# -- OpenAI Chat Completions --------------------------------------------------------
+
+
+def chat_tools(tools: Sequence[ToolSchema]) -> list[ChatCompletionToolParam]:
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+        }
+        for t in tools
+    ]
+
+
+def chat_messages(
+    instructions: str | None, messages: Sequence[Message]
+) -> list[ChatCompletionMessageParam]:
+    system = system_prompt(instructions, messages)
+    result: list[ChatCompletionMessageParam] = (
+        [{"role": "system", "content": system}] if system else []
+    )
+    for m in messages:
+        if m.role == "user":
+            result.append({"role": "user", "content": m.content or ""})
+        elif m.role == "tool":
+            result.append(
+                {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content or ""}
+            )
+        elif m.role == "assistant":
+            assistant: ChatCompletionAssistantMessageParam = {
+                "role": "assistant",
+                "content": m.content,
+            }
+            if m.tool_calls:
+                assistant["tool_calls"] = [
+                    {
+                        "id": c.id,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": arguments_json(c)},
+                    }
+                    for c in m.tool_calls
+                ]
+            result.append(assistant)
+    return result
+
+
+def from_chat(completion: ChatCompletion) -> ModelResponse:
+    if not completion.choices:
+        raise MalformedResponse("the chat completion has no choices")
+    message = completion.choices[0].message
+    calls = [
+        tool_call(c.id, c.function.name, c.function.arguments)
+        for c in message.tool_calls or ()
+        if c.type == "function"
+    ]
+    usage = completion.usage
+    return ModelResponse(
+        content=message.content or None,
+        tool_calls=calls,
+        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+    )
+
+
+# -- Anthropic Messages -------------------------------------------------------------
+
+
+def claude_tools(tools: Sequence[ToolSchema]) -> list[ToolParam]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+
+
+def claude_messages(messages: Sequence[Message]) -> list[MessageParam]:
+    turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
+    for m in messages:
+        blocks = _claude_blocks(m)
+        role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
+        # a batch's results (and whatever follows them) make one user turn: roles alternate
+        if turns and turns[-1][0] == role:
+            turns[-1][1].extend(blocks)
+        elif blocks:
+            turns.append((role, blocks))
+    return [
+        {"role": "user", "content": blocks}
+        if role == "user"
+        else {"role": "assistant", "content": blocks}
+        for role, blocks in turns
+    ]
+
+
+def _claude_blocks(m: Message) -> list[ContentBlockParam]:
+    blocks: list[ContentBlockParam] = []
+    if m.role == "tool":
+        blocks.append(
+            {
+                "type": "tool_result",
+                "tool_use_id": claude_id(m.tool_call_id or ""),
+                "content": m.content or "",
+                "is_error": m.tool_call_error,
+            }
+        )
+    elif m.content and m.role != "system":  # system messages join the system prompt
+        blocks.append({"type": "text", "text": m.content})
+    for call in m.tool_calls or ():
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": claude_id(call.id),
+                "name": call.name,
+                "input": call.arguments,
+            }
+        )
+    return blocks
+
+
+def claude_id(call_id: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", call_id)
+
+
+def from_claude(message: ClaudeMessage) -> ModelResponse:
+    if message.stop_reason is None:
+        raise MalformedResponse("the message ended without a stop reason (cut off?)")
+    text = "".join(b.text for b in message.content if b.type == "text")
+    calls = [tool_call(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
+    u = message.usage
+    # cached prompt tokens are input tokens too; the vendor counts them apart
+    input_tokens = (
+        u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
+    )
+    return ModelResponse(
+        content=text or None, tool_calls=calls, usage=Usage(input_tokens, u.output_tokens)
+    )

@@ -1,0 +1,87 @@
+"""What every model behind an official vendor SDK shares: per-agent settings, an SDK client
+made at first use, and the choice between a streamed and a single-response vendor call.
+
+The client is made lazily because runpoint resolves every agent's model at start-up: a
+missing API key must fail the run that needs it, not the server or an import.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+from runpoint.errors import ConfigurationError
+from runpoint.model import Chunk, ModelRequest, ModelResponse, TextDelta
+
+Client = TypeVar("Client")
+
+
+@dataclass
+class VendorModel(ABC, Generic[Client]):
+    """A vendor's model by id; unset settings fall back to the SDK's and the environment's."""
+
+    id: str
+    max_tokens: int | None = None
+    timeout: float | None = None  # seconds, per request attempt
+    max_retries: int | None = None  # the SDK retries rate limits, 5xx and timeouts
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    # stream the vendor call (deltas reach clients as they come) or make one plain call
+    streaming: bool = True
+
+    provider: ClassVar[str]  # the prefix of the model string, "openai" in "openai:gpt-5.4"
+    api_key_env: ClassVar[str]
+
+    _client: Client | None = field(default=None, init=False, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}:{self.id}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        client = self.client()
+        if self.streaming:
+            async for chunk in self._stream(client, request):
+                yield chunk
+        else:
+            response = await self._respond(client, request)
+            if response.content:
+                yield TextDelta(response.content)
+            yield response
+
+    def client(self) -> Client:
+        if self._client is None:
+            api_key = self.api_key or os.environ.get(self.api_key_env)
+            if not api_key:
+                raise ConfigurationError(
+                    f"model {self.name} has no API key: set {self.api_key_env} "
+                    "or give the model an api_key"
+                )
+            self._client = self._make_client(
+                **given(
+                    api_key=api_key,
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=self.max_retries,
+                )
+            )
+        return self._client
+
+    @abstractmethod
+    def _make_client(self, **options: Any) -> Client: ...
+
+    @abstractmethod
+    def _stream(self, client: Client, request: ModelRequest) -> AsyncIterator[Chunk]:
+        """Stream one turn: deltas, then the complete ModelResponse."""
+
+    @abstractmethod
+    async def _respond(self, client: Client, request: ModelRequest) -> ModelResponse:
+        """One turn in a single vendor call."""
+
+
+def given(**options: Any) -> dict[str, Any]:
+    """The options that are set: an unset one leaves the SDK's (or the vendor's) default."""
+    return {k: v for k, v in options.items() if v is not None}
