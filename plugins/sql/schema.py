@@ -22,7 +22,11 @@ runs = Table(
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(64), nullable=False, unique=True),
     Column("session_id", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    # what a run is (ids, lineage, layout), written once; what changes as it goes
+    # (status, counts, content) is the small `state` document, rewritten at each boundary
     Column("data", LargeBinary, nullable=False),
+    Column("state", LargeBinary, nullable=False),
     Index("ix_runs_session_seq", "session_id", "seq"),
 )
 

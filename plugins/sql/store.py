@@ -15,10 +15,32 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.schema import checkpoints, messages, metadata, runs, sessions
-from runpoint.types import Checkpoint, Message, Role, Run, Segment, Session
+from runpoint.types import Checkpoint, Message, Role, Run, RunStatus, Segment, Session, Usage
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
+
+
+class _RunState(msgspec.Struct, omit_defaults=True):
+    """The fields of a run that change while it goes."""
+
+    status: RunStatus
+    message_count: int
+    updated_at: float
+    usage: Usage
+    content: str | None = None
+    error: str | None = None
+    model: str | None = None
+    last_checkpoint_at_message_index: int | None = None
+
+
+def _state(run: Run) -> _RunState:
+    return _RunState(**{f: getattr(run, f) for f in _RunState.__struct_fields__})
+
+
+_decode_run = msgspec.json.Decoder(Run).decode
+_decode_state = msgspec.json.Decoder(_RunState).decode
+_RUN_COLUMNS = (runs.c.data, runs.c.state)
 _DRIVERS = {"sqlite": "sqlite+aiosqlite"}
 _SQLITE_PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -94,28 +116,28 @@ class SqlStorage:
             await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
 
     async def get_run(self, run_id: str) -> Run | None:
-        return await self._one(select(runs.c.data).where(runs.c.run_id == run_id), Run)
+        found = await self._runs(select(*_RUN_COLUMNS).where(runs.c.run_id == run_id))
+        return found[0] if found else None
 
     async def list_runs(self, session_id: str) -> list[Run]:
-        query = select(runs.c.data).where(runs.c.session_id == session_id).order_by(runs.c.seq)
-        return await self._all(query, Run)
+        query = select(*_RUN_COLUMNS).where(runs.c.session_id == session_id)
+        return await self._runs(query.order_by(runs.c.seq))
 
     async def latest_run(self, session_id: str) -> Run | None:
-        query = (
-            select(runs.c.data)
-            .where(runs.c.session_id == session_id)
-            .order_by(runs.c.seq.desc())
-            .limit(1)
-        )
-        return await self._one(query, Run)
+        query = select(*_RUN_COLUMNS).where(runs.c.session_id == session_id)
+        found = await self._runs(query.order_by(runs.c.seq.desc()).limit(1))
+        return found[0] if found else None
 
     async def save(
         self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
     ) -> None:
         first = run.message_count - len(messages_)
         async with self._write() as conn:
-            data = self._count(_encode(run))
-            await conn.execute(update(runs).where(runs.c.run_id == run.run_id).values(data=data))
+            await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run.run_id)
+                .values(status=run.status.value, state=self._count(_encode(_state(run))))
+            )
             if messages_:
                 rows = [
                     {
@@ -227,8 +249,20 @@ class SqlStorage:
         return {
             "run_id": run.run_id,
             "session_id": run.session_id,
+            "status": run.status.value,
             "data": self._count(_encode(run)),
+            "state": self._count(_encode(_state(run))),
         }
+
+    async def _runs(self, query: Any) -> list[Run]:
+        async with self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            msgspec.structs.replace(
+                _decode_run(data), **msgspec.structs.asdict(_decode_state(state))
+            )
+            for data, state in rows
+        ]
 
     async def _one(self, query: Any, kind: type[T]) -> T | None:
         async with self.engine.connect() as conn:
@@ -245,8 +279,14 @@ class SqlStorage:
         """The document bytes the database holds now, for benchmarks."""
         total = 0
         async with self.engine.connect() as conn:
-            for table in (sessions, runs, messages, checkpoints):
-                total += await conn.scalar(select(func.sum(func.length(table.c.data)))) or 0
+            for column in (
+                sessions.c.data,
+                runs.c.data,
+                runs.c.state,
+                messages.c.data,
+                checkpoints.c.data,
+            ):
+                total += await conn.scalar(select(func.sum(func.length(column)))) or 0
         return total
 
 

@@ -1,0 +1,119 @@
+"""Storage benchmark: how runs of 10 to 10,000 messages cost to build, list, cut and fork.
+
+    .venv/bin/python contrib/bench/storage.py [--database-dir DIR]
+
+Each run is made by the offline scripted model with no delay: one user message, four tool
+batches whose width grows with the run's size, and a final answer, so every run has the
+same five checkpoints and the figures show what the *transcript's* length costs. Bytes are
+the msgspec documents handed to the database ("written") against those it holds at the
+end ("stored"): a rewrite of the run per checkpoint would show as a ratio far above 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from runpoint.agent import Agent
+from runpoint.model import ModelRequest, ModelResponse
+from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
+from runpoint.plugins.sql import SqlStorage
+from runpoint.services import Runpoint
+from runpoint.types import ToolCall
+
+SIZES = (10, 100, 1_000, 10_000)
+BATCHES = 4
+
+
+async def echo(value: str) -> str:
+    """Return the value (async: a sync tool would measure the thread pool instead)."""
+    return value
+
+
+def wide_batches(width: int) -> ScriptedModel:
+    def respond(request: ModelRequest) -> ModelResponse:
+        turn = turns_since_user(request.messages)
+        if turn == BATCHES:
+            return ModelResponse(content="done")
+        calls = [ToolCall(call_id(request, i), "echo", {"value": f"v{i}"}) for i in range(width)]
+        return ModelResponse(content=f"batch {turn + 1}", tool_calls=calls)
+
+    return ScriptedModel(respond)
+
+
+async def median_seconds(action: Callable[[], Awaitable[object]], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        await action()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+async def measure(size: int, directory: Path) -> dict[str, float]:
+    width = max(1, round((size - 2) / BATCHES - 1))  # 1 + 4 * (1 + width) + 1 messages
+    agent = Agent(id="bench", model=wide_batches(width), tools=[echo])
+    storage = SqlStorage(f"sqlite:///{directory / f'bench-{size}.db'}")
+    async with Runpoint([agent], storage=storage) as rp:
+        start = time.perf_counter()
+        run = await (await rp.create_run("bench", "go")).result()
+        build = time.perf_counter() - start
+        written, stored = storage.bytes_written, await storage.stored_bytes()
+        repeat = 200 if size <= 1_000 else 50
+
+        fork_times = []
+        for _ in range(repeat):  # the fork itself; its (empty) execution is not timed
+            start = time.perf_counter()
+            handle = await rp.continue_run(run.run_id, fork=True)
+            fork_times.append(time.perf_counter() - start)
+            await handle.result()
+        fork_ms = 1000 * statistics.median(fork_times)
+        return {
+            "messages": run.message_count,
+            "build_ms": build * 1000,
+            "write_ratio": written / stored,
+            "timeline_ms": 1000 * await median_seconds(lambda: rp.timeline(run.run_id), repeat),
+            "snapshot_ms": 1000
+            * await median_seconds(lambda: rp.snapshot(run.run_id, run.message_count // 2), repeat),
+            "fork_ms": fork_ms,
+        }
+
+
+async def main(directory: Path) -> None:
+    results = {size: await measure(size, directory) for size in SIZES}
+    print(
+        f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'timeline ms':>12} "
+        f"{'snapshot@mid ms':>16} {'fork@end ms':>12}"
+    )
+    for r in results.values():
+        print(
+            f"{r['messages']:>9.0f} {r['build_ms']:>9.1f} {r['write_ratio']:>15.2f} "
+            f"{r['timeline_ms']:>12.2f} {r['snapshot_ms']:>16.2f} {r['fork_ms']:>12.2f}"
+        )
+    small, large = results[SIZES[0]], results[SIZES[-1]]
+    print()
+    print(
+        f"timeline 10,000 / 10 messages: {large['timeline_ms'] / small['timeline_ms']:.2f}x "
+        "(target <= 2)"
+    )
+    print(
+        f"fork     10,000 / 10 messages: {large['fork_ms'] / small['fork_ms']:.2f}x (target <= 2)"
+    )
+    for a, b in zip(SIZES, SIZES[1:], strict=False):
+        ratio = results[b]["build_ms"] / results[a]["build_ms"]
+        print(f"build {b:>6,} / {a:>5,} messages: {ratio:.2f}x (target <= 12 for 10x)")
+    worst = max(r["write_ratio"] for r in results.values())
+    print(f"worst written/stored: {worst:.2f} (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--database-dir", type=Path, help="where to put the SQLite files")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(main(args.database_dir or Path(tmp)))
