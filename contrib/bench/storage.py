@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import tempfile
 import time
@@ -104,7 +105,7 @@ async def main(directory: Path) -> None:
     print(
         f"fork     10,000 / 10 messages: {large['fork_ms'] / small['fork_ms']:.2f}x (target <= 2)"
     )
-    for a, b in zip(SIZES, SIZES[1:], strict=False):
+    for a, b in itertools.pairwise(SIZES):
         ratio = results[b]["build_ms"] / results[a]["build_ms"]
         print(f"build {b:>6,} / {a:>5,} messages: {ratio:.2f}x (target <= 12 for 10x)")
     worst = max(r["write_ratio"] for r in results.values())
