@@ -1,20 +1,87 @@
-"""The `runpoint` command."""
+"""The `runpoint` command: `runpoint serve` runs the HTTP server (uvicorn)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import os
 import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from runpoint.agent import Agent
+
+DEFAULT_APP = "runpoint.plugins.demo:agents"
+DEFAULT_DB = "runpoint.db"
+# `serve` hands its choices to the app factory (in each worker process) through these
+APP_ENV, DB_ENV = "RUNPOINT_APP", "RUNPOINT_DB"
+
+
+def load_agents(spec: str) -> Iterable[Agent]:
+    """The agents an import string `module:attribute` names (a list, or a callable)."""
+    module, _, attribute = spec.partition(":")
+    if not attribute:
+        raise SystemExit(f"--app wants module:attribute, not {spec!r}")
+    value = getattr(importlib.import_module(module), attribute)
+    agents: Iterable[Agent] = value() if callable(value) else value
+    return agents
+
+
+def database_url(db: str) -> str:
+    """A database URL as given, or a file path as a SQLite URL."""
+    return db if "://" in db else f"sqlite:///{Path(db).resolve()}"
+
+
+def app_from_env() -> Litestar:
+    """The app factory uvicorn calls in each worker."""
+    from runpoint.adapters.litestar import create_app
+
+    agents = load_agents(os.environ.get(APP_ENV, DEFAULT_APP))
+    return create_app(agents, database=database_url(os.environ.get(DB_ENV, DEFAULT_DB)))
+
+
+def serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    os.environ[APP_ENV] = args.app
+    os.environ[DB_ENV] = args.db
+    app_from_env()  # fail here, once, on a bad --app or document, not in every worker
+    uvicorn.run(
+        "runpoint.adapters.cli:app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runpoint", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
+    run = sub.add_parser("serve", help="serve the run dialect over HTTP")
+    run.add_argument("--app", default=DEFAULT_APP, help="agents to serve, as module:attribute")
+    run.add_argument(
+        "--db",
+        default=os.environ.get(DB_ENV, DEFAULT_DB),
+        help="database URL or SQLite file (default: $RUNPOINT_DB or ./runpoint.db)",
+    )
+    run.add_argument("--host", default="127.0.0.1")
+    run.add_argument("--port", type=int, default=7777)
+    run.add_argument("--workers", type=int, default=1)
+    run.add_argument("--log-level", default="info")
     args = parser.parse_args(argv)
     if args.command == "version":
         from importlib.metadata import version
 
         print(version("runpoint"))
+    elif args.command == "serve":
+        serve(args)
     return 0
 
 

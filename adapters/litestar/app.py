@@ -1,0 +1,67 @@
+"""The Litestar app, built from openapi.yaml at start-up: one route per operation, with the
+document's path and method, its inputs validated by the document's schemas, served by the
+handler of the operation's id. An operation without a handler, a handler without an
+operation, or a handler whose arguments are not the operation's inputs fails here."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Any
+
+from litestar import Litestar, Request, Response
+from litestar.enums import HttpMethod
+from litestar.handlers import HTTPRouteHandler
+
+from runpoint.agent import Agent
+from runpoint.services import DEFAULT_DATABASE, Runpoint
+
+from . import inputs
+from .errors import EXCEPTION_HANDLERS, add_request_id
+from .handlers import HANDLERS, Handler
+from .spec import JSON, Operation, SpecError, document, operations
+from .wire import encode
+
+
+def create_app(agents: Iterable[Agent], *, database: str = DEFAULT_DATABASE) -> Litestar:
+    return build(Runpoint(agents, database=database))
+
+
+def build(rp: Runpoint, doc: dict[str, Any] | None = None) -> Litestar:
+    """Serve `rp` over the operations of `doc` (the checked-in document by default)."""
+    ops = operations(doc or document())
+    ids = {op.operation_id for op in ops}
+    if missing := sorted(ids - HANDLERS.keys()):
+        raise SpecError(f"operations without a handler: {', '.join(missing)}")
+    if extra := sorted(HANDLERS.keys() - ids):
+        raise SpecError(f"handlers without an operation: {', '.join(extra)}")
+    return Litestar(
+        route_handlers=[_route(rp, op, HANDLERS[op.operation_id]) for op in ops],
+        on_startup=[rp.open],
+        on_shutdown=[rp.close],
+        exception_handlers=EXCEPTION_HANDLERS,
+        before_send=[add_request_id],
+        openapi_config=None,  # the checked-in document is served instead
+    )
+
+
+def _route(rp: Runpoint, op: Operation, handler: Handler) -> HTTPRouteHandler:
+    arguments = list(inspect.signature(handler).parameters)[1:]
+    if sorted(arguments) != sorted(f.name for f in op.fields):
+        raise SpecError(
+            f"{op.operation_id}: the handler takes {sorted(arguments)}, "
+            f"the operation has {sorted(f.name for f in op.fields)}"
+        )
+
+    async def endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
+        reply = await handler(rp, **await inputs.read(request, op))
+        if isinstance(reply, Response):
+            return reply
+        body = b"" if reply is None else encode(reply)
+        return Response(body, status_code=op.status, media_type=JSON)
+
+    # The status is the Response's; 200 only keeps Litestar from refusing a DELETE's body type.
+    route = HTTPRouteHandler(
+        op.litestar_path, http_method=HttpMethod(op.method), name=op.operation_id, status_code=200
+    )
+    return route(endpoint)

@@ -1,0 +1,186 @@
+"""One function per operationId of openapi.yaml; the app routes each operation to the
+function of that name. A handler's keyword arguments are the operation's validated inputs
+(path and query parameters and body fields, by name); it returns a wire struct, a list of
+them, a ready Response (a stream), or None for an empty body."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+from litestar import Response
+
+from runpoint.services import RunHandle, Runpoint
+
+from . import sse, wire
+from .errors import HttpError
+from .spec import document_json
+
+Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
+Handler = Callable[..., Awaitable[Reply]]
+HANDLERS: dict[str, Handler] = {}
+
+
+def operation(handler: Handler) -> Handler:
+    HANDLERS[handler.__name__] = handler
+    return handler
+
+
+class Health(msgspec.Struct):
+    status: str = "ok"
+
+
+class ToolDecision(msgspec.Struct):
+    """A decision on a paused tool call; Agno's ToolExecution dicts fit it too."""
+
+    tool_call_id: str
+    confirmed: bool | None = None
+
+
+@operation
+async def health(rp: Runpoint) -> Reply:
+    return Health()
+
+
+@operation
+async def get_openapi(rp: Runpoint) -> Reply:
+    return Response(document_json(), media_type="application/json")
+
+
+@operation
+async def list_agents(rp: Runpoint) -> Reply:
+    return [wire.agent(a) for a in rp.agents.values()]
+
+
+@operation
+async def get_agent(rp: Runpoint, *, agent_id: str) -> Reply:
+    return wire.agent(rp.agent(agent_id))
+
+
+@operation
+async def create_agent_run(
+    rp: Runpoint,
+    *,
+    agent_id: str,
+    message: str,
+    stream: bool,
+    session_id: str | None,
+    user_id: str | None,
+) -> Reply:
+    handle = await rp.create_run(
+        agent_id, message, session_id=session_id or None, user_id=user_id, stream=stream
+    )
+    return await _started(rp, handle, stream)
+
+
+@operation
+async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
+    return wire.run_detail(await rp.get_run(run_id, session_id=session_id, agent_id=agent_id))
+
+
+@operation
+async def cancel_agent_run(
+    rp: Runpoint, *, agent_id: str, run_id: str, session_id: str | None
+) -> Reply:
+    return wire.run(await rp.cancel(run_id, session_id=session_id, agent_id=agent_id))
+
+
+@operation
+async def get_agent_run_checkpoints(
+    rp: Runpoint, *, agent_id: str, run_id: str, session_id: str
+) -> Reply:
+    return wire.timeline(*await rp.timeline(run_id, session_id=session_id, agent_id=agent_id))
+
+
+@operation
+async def get_agent_run_checkpoint_snapshot(
+    rp: Runpoint, *, agent_id: str, run_id: str, message_index: int, session_id: str
+) -> Reply:
+    snapshot = await rp.snapshot(run_id, message_index, session_id=session_id, agent_id=agent_id)
+    return wire.snapshot(snapshot)
+
+
+@operation
+async def continue_agent_run(
+    rp: Runpoint,
+    *,
+    agent_id: str,
+    run_id: str,
+    session_id: str,
+    continue_from: str | int,
+    input: str | None,
+    stream: bool,
+    fork: bool,
+    regenerate: bool,
+    replace_original: bool | None,
+    tools: str | list[Any] | None,
+    model: str | None,
+) -> Reply:
+    handle = await rp.continue_run(
+        run_id,
+        session_id=session_id,
+        agent_id=agent_id,
+        continue_from=continue_from,
+        input=input,
+        fork=fork,
+        regenerate=regenerate,
+        replace_original=replace_original,
+        tools=_decisions(tools),
+        model=model,
+        stream=stream,
+    )
+    return await _started(rp, handle, stream)
+
+
+@operation
+async def fork_agent_session(rp: Runpoint, *, agent_id: str, session_id: str) -> Reply:
+    forked = await rp.fork_session(session_id, agent_id=agent_id)
+    return wire.ForkedSession(forked.session_id, session_id)
+
+
+@operation
+async def list_sessions(rp: Runpoint, *, limit: int, page: int) -> Reply:
+    sessions = await rp.list_sessions(limit=limit, offset=(page - 1) * limit)
+    return wire.SessionPage([wire.session(s) for s in sessions], wire.PageMeta(page, limit))
+
+
+@operation
+async def get_session(rp: Runpoint, *, session_id: str) -> Reply:
+    return wire.session(await rp.get_session(session_id))
+
+
+@operation
+async def delete_session(rp: Runpoint, *, session_id: str) -> Reply:
+    await rp.delete_session(session_id)
+    return None
+
+
+@operation
+async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
+    return [wire.run(r) for r in await rp.list_runs(session_id)]
+
+
+async def _started(rp: Runpoint, handle: RunHandle, stream: bool) -> Reply:
+    """A started run's response: its event stream, or the run once it stops."""
+    if stream:
+        return sse.stream(handle)
+    run = await handle.result()
+    return wire.run_detail(await rp.get_run(run.run_id))
+
+
+def _decisions(tools: str | list[Any] | None) -> dict[str, bool] | None:
+    """`tools` (JSON text from a form, or a JSON array) as {tool_call_id: confirmed};
+    calls whose `confirmed` is null stay undecided."""
+    if tools is None or tools == "":
+        return None
+    if isinstance(tools, str):
+        try:
+            tools = msgspec.json.decode(tools)
+        except msgspec.DecodeError:
+            raise HttpError(400, "BAD_REQUEST", "Invalid JSON in tools field") from None
+    try:
+        decisions = msgspec.convert(tools, list[ToolDecision])
+    except msgspec.ValidationError as exc:
+        raise HttpError(400, "BAD_REQUEST", f"Invalid structure for tools: {exc}") from None
+    return {d.tool_call_id: d.confirmed for d in decisions if d.confirmed is not None}

@@ -1,0 +1,83 @@
+"""Read an operation's inputs off a request (path, query, and a form or JSON body) and
+validate them against the type the document gives them, before any work starts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from litestar import Request
+
+from .errors import HttpError
+from .spec import FORMS, JSON, Field, Operation
+
+_INTEGER = re.compile(r"-?\d+")
+_BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
+
+
+async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]:
+    body, body_is_text = await _body(request, op) if op.body_types else ({}, False)
+    sources: dict[str, tuple[Mapping[str, Any], bool]] = {
+        "path": (request.path_params, True),
+        "query": (request.query_params, True),
+        "body": (body, body_is_text),
+    }
+    raw = {}
+    for field in op.fields:
+        source, is_text = sources[field.location]
+        if field.name in source:
+            value = source[field.name]
+            raw[field.name] = _from_text(value, field) if is_text else value
+    try:
+        inputs = msgspec.convert(raw, op.inputs)
+    except msgspec.ValidationError as exc:
+        raise HttpError(422, "VALIDATION_ERROR", _readable(exc, raw)) from None
+    return msgspec.structs.asdict(inputs)
+
+
+def _from_text(value: str, field: Field) -> Any:
+    """Text (a form field, a query or path parameter) as the JSON type its schema wants."""
+    if "string" in field.json_types:
+        return value
+    if "integer" in field.json_types and _INTEGER.fullmatch(value):
+        return int(value)
+    if "boolean" in field.json_types and value.lower() in _BOOLEANS:
+        return _BOOLEANS[value.lower()]
+    return value  # left for validation to refuse
+
+
+async def _body(request: Request[Any, Any, Any], op: Operation) -> tuple[Mapping[str, Any], bool]:
+    """The body's fields, and whether they are text (form fields) rather than JSON values."""
+    media_type = request.content_type[0]
+    if media_type == JSON and JSON in op.body_types:
+        try:
+            data = msgspec.json.decode(await request.body())
+        except msgspec.DecodeError:
+            raise HttpError(422, "VALIDATION_ERROR", "the body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise HttpError(422, "VALIDATION_ERROR", "the body must be a JSON object")
+        return data, False
+    if media_type in FORMS and media_type in op.body_types:
+        form = await request.form()
+        return {k: v for k, v in form.multi_items() if isinstance(v, str)}, True
+    if not await request.body():
+        return {}, True
+    raise HttpError(
+        415,
+        "UNSUPPORTED_MEDIA_TYPE",
+        f"send the body as one of {', '.join(op.body_types)}, not {media_type or 'untyped'}",
+    )
+
+
+def _readable(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
+    """msgspec's message with the field named first: `message_index: Expected int...`."""
+    message, _, where = str(exc).partition(" - at `$.")
+    where = where.rstrip("`")
+    if raw.get(where) == "":
+        return f"{where} must not be empty"
+    if missing := re.fullmatch(r"Object missing required field `(.+)`", message):
+        name = f"{where}.{missing[1]}" if where else missing[1]
+        return f"{name} is required"
+    return f"{where}: {message}" if where else message

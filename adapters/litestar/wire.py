@@ -1,0 +1,276 @@
+"""The run dialect's JSON shapes (see openapi.yaml) and their conversion from kernel types.
+
+Agno's conventions where a client can see them: integer epoch seconds, `metrics` with
+`total_tokens`, OpenAI-style `tool_calls` with arguments as JSON text, message keys left
+out when empty.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+from runpoint.agent import Agent
+from runpoint.services import RunDetail, Snapshot
+from runpoint.types import Checkpoint, Message, Run, Session, Usage
+
+encode = msgspec.json.Encoder().encode
+
+
+class Metrics(msgspec.Struct):
+    input_tokens: int
+    output_tokens: int
+    total_tokens: int
+
+
+class Function(msgspec.Struct):
+    name: str
+    arguments: str
+
+
+class ToolCallOut(msgspec.Struct):
+    id: str
+    function: Function
+    type: Literal["function"] = "function"
+
+
+class MessageOut(msgspec.Struct, omit_defaults=True):
+    id: str
+    role: str
+    created_at: int
+    content: str | None = None
+    model: str | None = None
+    tool_calls: list[ToolCallOut] | None = None
+    metrics: Metrics | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_args: dict[str, Any] | None = None
+    tool_call_error: bool | None = None
+
+
+class ToolExecutionOut(msgspec.Struct):
+    tool_call_id: str
+    tool_name: str
+    tool_args: dict[str, Any]
+    result: str | None
+    tool_call_error: bool
+    requires_confirmation: bool
+    message_index: int
+
+
+class RunOut(msgspec.Struct):
+    run_id: str
+    agent_id: str
+    session_id: str
+    user_id: str | None
+    status: str
+    run_input: str | None
+    content: str | None
+    error: str | None
+    model: str | None
+    policy: str | None
+    created_at: int
+    updated_at: int
+    message_count: int
+    metrics: Metrics
+    messages: list[MessageOut] | None
+    tools: list[ToolExecutionOut] | None
+    forked_from_run_id: str | None
+    forked_from_message_index: int | None
+    forked_from_session_id: str | None
+    regenerated_from: str | None
+    last_checkpoint_at_message_index: int | None
+    content_type: Literal["str"] = "str"
+
+
+class CheckpointOut(msgspec.Struct):
+    checkpoint_id: str
+    run_id: str
+    session_id: str
+    message_index: int
+    continue_from: int
+    status: str
+    reason: str
+    policy: str
+    created_at: int
+    message_id: str | None
+    message_role: str | None
+    message_preview: str | None
+    is_latest: bool
+
+
+class TimelineOut(msgspec.Struct):
+    run_id: str
+    session_id: str
+    checkpoints: list[CheckpointOut]
+
+
+class SnapshotOut(msgspec.Struct):
+    checkpoint: CheckpointOut | None
+    snapshot: RunOut
+    message_index: int
+    requested_message_index: int
+
+
+class SessionOut(msgspec.Struct):
+    session_id: str
+    agent_id: str
+    user_id: str | None
+    forked_from_session_id: str | None
+    created_at: int
+    updated_at: int
+
+
+class PageMeta(msgspec.Struct):
+    page: int
+    limit: int
+
+
+class SessionPage(msgspec.Struct):
+    data: list[SessionOut]
+    meta: PageMeta
+
+
+class ForkedSession(msgspec.Struct):
+    session_id: str
+    forked_from_session_id: str
+
+
+class ToolOut(msgspec.Struct):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    requires_confirmation: bool
+
+
+class AgentOut(msgspec.Struct):
+    id: str
+    name: str | None
+    model: str
+    instructions: str | None
+    checkpoint: str
+    tools: list[ToolOut]
+
+
+def metrics(usage: Usage | None) -> Metrics:
+    usage = usage or Usage()
+    return Metrics(
+        usage.input_tokens, usage.output_tokens, usage.input_tokens + usage.output_tokens
+    )
+
+
+def message(m: Message) -> MessageOut:
+    return MessageOut(
+        id=m.id,
+        role=m.role,
+        created_at=int(m.created_at),
+        content=m.content,
+        model=m.model,
+        tool_calls=[
+            ToolCallOut(c.id, Function(c.name, encode(c.arguments).decode())) for c in m.tool_calls
+        ]
+        if m.tool_calls
+        else None,
+        metrics=metrics(m.usage) if m.usage else None,
+        tool_call_id=m.tool_call_id,
+        tool_name=m.tool_name,
+        tool_args=m.tool_args,
+        tool_call_error=m.tool_call_error if m.role == "tool" else None,
+    )
+
+
+def run(r: Run, detail: RunDetail | None = None) -> RunOut:
+    """A run; with its transcript and tools when `detail` is given."""
+    return RunOut(
+        run_id=r.run_id,
+        agent_id=r.agent_id,
+        session_id=r.session_id,
+        user_id=r.user_id,
+        status=r.status,
+        run_input=r.input,
+        content=r.content,
+        error=r.error,
+        model=r.model,
+        policy=r.policy,
+        created_at=int(r.created_at),
+        updated_at=int(r.updated_at),
+        message_count=r.message_count,
+        metrics=metrics(r.usage),
+        messages=[message(m) for m in detail.messages] if detail else None,
+        tools=[ToolExecutionOut(**msgspec.structs.asdict(t)) for t in detail.tools]
+        if detail
+        else None,
+        forked_from_run_id=r.forked_from_run_id,
+        forked_from_message_index=r.forked_from_message_index,
+        forked_from_session_id=r.forked_from_session_id,
+        regenerated_from=r.regenerated_from,
+        last_checkpoint_at_message_index=r.last_checkpoint_at_message_index,
+    )
+
+
+def run_detail(detail: RunDetail) -> RunOut:
+    return run(detail.run, detail)
+
+
+def checkpoint(c: Checkpoint, *, is_latest: bool) -> CheckpointOut:
+    return CheckpointOut(
+        checkpoint_id=c.checkpoint_id,
+        run_id=c.run_id,
+        session_id=c.session_id,
+        message_index=c.message_index,
+        continue_from=c.message_index,
+        status=c.status,
+        reason=c.reason,
+        policy=c.policy,
+        created_at=int(c.created_at),
+        message_id=c.message_id,
+        message_role=c.message_role,
+        message_preview=c.message_preview,
+        is_latest=is_latest,
+    )
+
+
+def timeline(r: Run, checkpoints: list[Checkpoint]) -> TimelineOut:
+    last = len(checkpoints) - 1
+    return TimelineOut(
+        run_id=r.run_id,
+        session_id=r.session_id,
+        checkpoints=[checkpoint(c, is_latest=i == last) for i, c in enumerate(checkpoints)],
+    )
+
+
+def snapshot(s: Snapshot) -> SnapshotOut:
+    # Only the end checkpoint is known to be the latest without reading the timeline.
+    cp = s.checkpoint
+    return SnapshotOut(
+        checkpoint=checkpoint(cp, is_latest=cp.reason == "end") if cp else None,
+        snapshot=run_detail(s.detail),
+        message_index=s.message_index,
+        requested_message_index=s.requested_index,
+    )
+
+
+def session(s: Session) -> SessionOut:
+    return SessionOut(
+        session_id=s.session_id,
+        agent_id=s.agent_id,
+        user_id=s.user_id,
+        forked_from_session_id=s.forked_from_session_id,
+        created_at=int(s.created_at),
+        updated_at=int(s.updated_at),
+    )
+
+
+def agent(a: Agent) -> AgentOut:
+    return AgentOut(
+        id=a.id,
+        name=a.name,
+        model=a.model_name,
+        instructions=a.instructions,
+        checkpoint=a.checkpoint,
+        tools=[
+            ToolOut(t.name, t.schema.description, t.schema.parameters, t.requires_confirmation)
+            for t in a.tool_map.values()
+        ],
+    )
