@@ -24,6 +24,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/mypy contrib/bench
 
 test: lint
 	$(BIN)/pytest
