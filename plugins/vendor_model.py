@@ -7,6 +7,7 @@ missing API key must fail the run that needs it, not the server or an import.
 
 from __future__ import annotations
 
+import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
@@ -15,6 +16,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 
 from runpoint.errors import ConfigurationError
 from runpoint.model import Chunk, ModelRequest, ModelResponse, TextDelta
+from runpoint.plugins.vendor_messages import MalformedResponse
 
 Client = TypeVar("Client")
 
@@ -43,14 +45,17 @@ class VendorModel(ABC, Generic[Client]):
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         client = self.client()
-        if self.streaming:
-            async for chunk in self._stream(client, request):
-                yield chunk
-        else:
-            response = await self._respond(client, request)
-            if response.content:
-                yield TextDelta(response.content)
-            yield response
+        try:
+            if self.streaming:
+                async for chunk in self._stream(client, request):
+                    yield chunk
+            else:
+                response = await self._respond(client, request)
+                if response.content:
+                    yield TextDelta(response.content)
+                yield response
+        except json.JSONDecodeError as exc:  # the SDKs read bodies and events with json
+            raise MalformedResponse(f"{self.name} answered with something not JSON: {exc}") from exc
 
     def client(self) -> Client:
         if self._client is None:

@@ -17,7 +17,7 @@ from runpoint.plugins.anthropic import Claude
 from runpoint.plugins.openai import OpenAIChat, OpenAIResponses
 from runpoint.plugins.vendor_model import VendorModel
 from tests.providers import wire
-from tests.providers.loopback import Loopback
+from tests.providers.loopback import Loopback, Reply, Request
 
 MODEL_IDS = {"openai": "gpt-5.4", "openai-chat": "gpt-4o", "anthropic": "claude-sonnet-4-6"}
 
@@ -56,6 +56,12 @@ class Api:
     @property
     def spec(self) -> str:
         return f"{self.provider}:{MODEL_IDS[self.provider]}"
+
+    def reply(self, turn: wire.Turn, *, stream: bool) -> Reply:
+        """The reply the server would make to this API's request for `turn`."""
+        path = {"openai": "/v1/responses", "openai-chat": "/v1/chat/completions"}
+        request = Request(path.get(self.provider, "/v1/messages"), {}, {"stream": stream})
+        return self.server.render(turn, request)
 
     def model(self, **settings: Any) -> VendorModel[Any]:
         """The model with per-agent settings (its own key and base URL, few retries)."""

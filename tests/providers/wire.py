@@ -262,3 +262,28 @@ def _claude_events(turn: Turn) -> list[tuple[str | None, Any]]:
         {"type": "message_stop"},
     ]
     return [(e["type"], e) for e in events]
+
+
+# -- failures -----------------------------------------------------------------------
+
+
+def error(provider: str, status: int, message: str) -> Reply:
+    """A vendor's error reply; it asks for a 1 ms retry delay so tests stay fast."""
+    headers = {"retry-after-ms": "1"}
+    if provider == "anthropic":
+        kind = "rate_limit_error" if status == 429 else "api_error"
+        return Reply(
+            status, {"type": "error", "error": {"type": kind, "message": message}}, headers=headers
+        )
+    kind = "requests" if status == 429 else "server_error"
+    return Reply(
+        status,
+        {"error": {"message": message, "type": kind, "param": None, "code": None}},
+        headers=headers,
+    )
+
+
+def cut_off(reply: Reply) -> Reply:
+    """The stream of `reply` broken off halfway, before the vendor says the turn ended."""
+    assert reply.events is not None
+    return Reply(events=reply.events[: len(reply.events) // 2])

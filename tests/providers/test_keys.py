@@ -1,0 +1,37 @@
+"""A missing API key does not stop runpoint from starting; it fails the run that needs it,
+clearly, and the run completes once the key is there."""
+
+from __future__ import annotations
+
+import pytest
+
+from runpoint.types import RunStatus
+from tests.conftest import OpenRunpoint
+from tests.providers.conftest import Api, travel_agent
+from tests.providers.wire import Turn
+
+
+async def test_a_missing_key_is_an_error_at_use(
+    api: Api, monkeypatch: pytest.MonkeyPatch, open_runpoint: OpenRunpoint
+) -> None:
+    variable = api.model_class.api_key_env
+    monkeypatch.delenv(variable)
+    runpoint = await open_runpoint([travel_agent(api.spec)])  # starts: the key is not needed yet
+
+    run = await (await runpoint.create_run("travel", "Hello")).result()
+
+    assert run.status is RunStatus.ERROR
+    assert run.error == (
+        f"ConfigurationError: model {api.spec} has no API key: "
+        f"set {variable} or give the model an api_key"
+    )
+    assert api.server.requests == []
+
+    monkeypatch.setenv(variable, "sk-late")
+    api.server.play(Turn("Hello to you."))
+    resumed = await (await runpoint.continue_run(run.run_id)).result()
+
+    assert resumed.status is RunStatus.COMPLETED, resumed.error
+    assert resumed.content == "Hello to you."
+    headers = api.server.requests[0].headers
+    assert "sk-late" in headers.get("authorization", "") + headers.get("x-api-key", "")
