@@ -38,6 +38,8 @@ DEFAULT_DATABASE = "sqlite+aiosqlite:///runpoint.db"
 ContinueFrom = Literal["end", "last_user"] | int
 # statuses of a run that "continue from end" picks up again in place
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
+IN_FLIGHT = {RunStatus.PENDING, RunStatus.RUNNING}
+BUSY_POLL_SECONDS = 0.05
 
 
 class RunDetail(msgspec.Struct):
@@ -86,10 +88,16 @@ class Runpoint:
         database: str = DEFAULT_DATABASE,
         storage: Storage | None = None,
         host: PluginHost | None = None,
+        busy_session: Literal["conflict", "wait"] = "conflict",
+        busy_timeout: float = 30.0,
     ) -> None:
+        """`busy_session` says what a new run in a session that has a run in flight
+        does: fail with Conflict, or wait (up to `busy_timeout` seconds) for it."""
         self.host = host or PluginHost()
         self.agents = {agent.id: agent for agent in agents}
         self.storage = storage or self.host.storage(database)
+        self.busy_session = busy_session
+        self.busy_timeout = busy_timeout
         self._active: dict[str, RunTask] = {}
         self._background: set[asyncio.Task[Run]] = set()
         for agent in self.agents.values():  # fail at start-up, not at the first run
@@ -133,21 +141,30 @@ class Runpoint:
         if session is None:
             session = Session(session_id=session_id or new_id(), agent_id=agent_id, user_id=user_id)
             await self.storage.create_session(session)
-        self._refuse_concurrent(session.session_id)
-        previous = await self.storage.latest_run(session.session_id)
         run_id = new_id()
-        run = Run(
-            run_id=run_id,
-            session_id=session.session_id,
-            agent_id=agent_id,
-            user_id=user_id or session.user_id,
-            input=message,
-            model=agent.model_name,
-            policy=agent.checkpoint,
-            segments=[Segment(run_id, 0)],
-            previous_run_id=previous.run_id if previous else None,
-        )
-        await self.storage.create_runs([run])
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.busy_timeout
+        while True:
+            previous = await self.storage.latest_run(session.session_id)
+            run = Run(
+                run_id=run_id,
+                session_id=session.session_id,
+                agent_id=agent_id,
+                status=RunStatus.RUNNING,
+                user_id=user_id or session.user_id,
+                input=message,
+                model=agent.model_name,
+                policy=agent.checkpoint,
+                segments=[Segment(run_id, 0)],
+                previous_run_id=previous.run_id if previous else None,
+            )
+            try:
+                await self.storage.create_runs([run], exclusive=True)
+                break
+            except Conflict:
+                if self.busy_session != "wait" or loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(BUSY_POLL_SECONDS)
         return await self._start(agent, run, [Message(role="user", content=message)], stream)
 
     async def get_run(
@@ -261,7 +278,8 @@ class Runpoint:
                 "or set fork or regenerate"
             )
         if regenerate and replace_original is not False:
-            self._refuse_active(source)
+            if source.status in IN_FLIGHT:
+                raise Conflict(f"run {run_id} is in flight; it cannot be replaced yet")
             source.status = RunStatus.REGENERATED
             await self.storage.save(source, [], None)
         new_run_id = new_id()
@@ -269,6 +287,7 @@ class Runpoint:
             run_id=new_run_id,
             session_id=source.session_id,
             agent_id=source.agent_id,
+            status=RunStatus.RUNNING,
             user_id=source.user_id,
             input=input if input is not None else source.input,
             model=model or agent.model_name,
@@ -312,7 +331,6 @@ class Runpoint:
 
     async def delete_session(self, session_id: str) -> None:
         await self.get_session(session_id)
-        self._refuse_concurrent(session_id)
         if not await self.storage.delete_session(session_id):
             raise NotFound(f"session {session_id} not found")
 
@@ -321,7 +339,9 @@ class Runpoint:
         source = await self.get_session(session_id)
         if agent_id is not None and source.agent_id != agent_id:
             raise NotFound(f"session {session_id} not found for agent {agent_id}")
-        self._refuse_concurrent(session_id)
+        source_runs = await self.storage.list_runs(session_id)
+        if busy := [r.run_id for r in source_runs if r.status in IN_FLIGHT]:
+            raise Conflict(f"session {session_id} has runs in flight: {', '.join(busy)}")
         session = Session(
             session_id=new_id(),
             agent_id=source.agent_id,
@@ -330,7 +350,7 @@ class Runpoint:
         )
         renamed: dict[str, str] = {}
         runs = []
-        for run in await self.storage.list_runs(session_id):
+        for run in source_runs:
             renamed[run.run_id] = new_id()
             runs.append(
                 msgspec.structs.replace(
@@ -415,14 +435,6 @@ class Runpoint:
             index -= 1
         return index
 
-    def _refuse_concurrent(self, session_id: str) -> None:
-        for task in self._active.values():
-            if task.run.session_id == session_id:
-                raise Conflict(
-                    f"run {task.run.run_id} of session {session_id} is in flight; "
-                    "wait for it to finish or cancel it"
-                )
-
     def _refuse_active(self, run: Run) -> None:
         if run.run_id in self._active:
             raise Conflict(f"run {run.run_id} is in flight")
@@ -447,6 +459,10 @@ class Runpoint:
         new = [Message(role="user", content=input)] if input is not None else []
         if model is not None:
             run.model = model
+        # Claim the run: a concurrent continue of it (here or in another process) read
+        # the same revision, and its claim now fails with Conflict.
+        run.status = RunStatus.RUNNING
+        await self.storage.save(run, [], None)
         return await self._start(
             agent, run, new, stream, decisions=decisions, resumed=True, model=model
         )

@@ -23,10 +23,12 @@ class Storage(Protocol):
     async def list_sessions(self, *, limit: int, offset: int) -> list[Session]: ...
 
     async def delete_session(self, session_id: str) -> bool:
-        """Delete a session with its runs, messages and checkpoints; False if unknown."""
+        """Delete a session with its runs, messages and checkpoints; False if unknown.
+        Raises Conflict while a run of it is in flight or another session forks it."""
 
-    async def create_runs(self, runs: Sequence[Run]) -> None:
-        """Insert new runs, all or nothing."""
+    async def create_runs(self, runs: Sequence[Run], *, exclusive: bool = False) -> None:
+        """Insert new runs, all or nothing. With `exclusive`, raise Conflict instead if
+        their session has a run in flight (PENDING or RUNNING), atomically."""
 
     async def get_run(self, run_id: str) -> Run | None: ...
 
@@ -41,7 +43,10 @@ class Storage(Protocol):
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
         `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
-        (an "end" replaces a checkpoint the run wrote at the same index)."""
+        (an "end" replaces a checkpoint the run wrote at the same index).
+
+        One writer per run: this raises Conflict if the run was written since it was read
+        (its `revision` moved on), and bumps `run.revision` when it succeeds."""
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0

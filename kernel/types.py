@@ -113,6 +113,8 @@ class Run(msgspec.Struct, omit_defaults=True):
     regenerated_from: str | None = None
     last_checkpoint_at_message_index: int | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
+    # the storage's count of writes to this run, for one writer at a time
+    revision: int = 0
 
     @property
     def own_start(self) -> int:

@@ -1,21 +1,98 @@
-"""Fixtures shared by every test package."""
+"""Fixtures shared by every test package.
+
+Every test that takes `database` runs twice: on SQLite and on a real PostgreSQL server
+(started for the session from the machine's binaries, or RUNPOINT_TEST_POSTGRES). Where
+there is no PostgreSQL those runs are left out, with one line in the summary, unless
+RUNPOINT_REQUIRE_POSTGRES is set, which makes its absence an error.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 
+import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
 from runpoint.agent import Agent
 from runpoint.services import Runpoint
+from tests import postgres
 
 OpenRunpoint = Callable[[Iterable[Agent]], Awaitable[Runpoint]]
+BACKENDS = ("sqlite", "postgresql")
 
 
-@pytest.fixture
-def database(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'runpoint.db'}"
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get(postgres.REQUIRE_ENV) and not postgres.available():
+        raise pytest.UsageError(
+            f"{postgres.REQUIRE_ENV} is set, but there is no PostgreSQL: install it, "
+            f"or point {postgres.URL_ENV} at a server"
+        )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if postgres.available():
+        return
+    left_out = [i for i in items if "[postgresql" in i.name or "-postgresql" in i.name]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [i for i in items if i not in left_out]
+        config.stash[_LEFT_OUT] = len(left_out)
+
+
+_LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if left_out := terminalreporter.config.stash.get(_LEFT_OUT, 0):
+        terminalreporter.write_line(
+            f"PostgreSQL not found: {left_out} tests ran on SQLite only "
+            f"(install postgresql or set {postgres.URL_ENV} to run them on both)"
+        )
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    if url := os.environ.get(postgres.URL_ENV):
+        yield url
+        return
+    bin_dir = postgres.binaries()
+    assert bin_dir is not None
+    server = postgres.TemporaryServer(bin_dir)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+def _admin(url: str, statement: str) -> None:
+    async def execute() -> None:
+        connection = await asyncpg.connect(url)
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    asyncio.run(execute())
+
+
+@pytest.fixture(params=BACKENDS)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database URL on each backend."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'runpoint.db'}"
+        return
+    server: str = request.getfixturevalue("postgres_url")
+    name = f"test_{uuid.uuid4().hex[:16]}"
+    _admin(server, f'CREATE DATABASE "{name}"')
+    try:
+        yield make_url(server).set(database=name).render_as_string(hide_password=False)
+    finally:
+        _admin(server, f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @pytest.fixture

@@ -11,4 +11,4 @@ __all__ = ["SqlStorage"]
 
 @hookimpl
 def runpoint_storage_backends() -> Mapping[str, StorageFactory]:
-    return {"sqlite": SqlStorage}
+    return {"sqlite": SqlStorage, "postgresql": SqlStorage}

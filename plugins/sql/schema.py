@@ -1,7 +1,33 @@
 """Tables. Each row keeps its struct as one msgspec-encoded document beside the columns
 that are queried; messages and checkpoints are only ever inserted."""
 
+from typing import Any
+
 from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+
+class Document(TypeDecorator[bytes | str]):
+    """A msgspec-encoded JSON document: a BLOB on SQLite, JSONB on PostgreSQL.
+
+    It goes in as encoded bytes and comes out as bytes (SQLite) or text (PostgreSQL),
+    both of which msgspec decodes straight into structs; nothing is parsed twice."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(LargeBinary())
+
+    def process_bind_param(self, value: bytes | str | None, dialect: Dialect) -> Any:
+        if dialect.name == "postgresql" and isinstance(value, bytes):
+            return value.decode()
+        return value
+
 
 metadata = MetaData()
 
@@ -12,7 +38,7 @@ sessions = Table(
     Column("agent_id", String(200), nullable=False),
     Column("forked_from_session_id", String(64), index=True),
     Column("created_at", Float, nullable=False, index=True),
-    Column("data", LargeBinary, nullable=False),
+    Column("data", Document, nullable=False),
 )
 
 runs = Table(
@@ -23,10 +49,12 @@ runs = Table(
     Column("run_id", String(64), nullable=False, unique=True),
     Column("session_id", String(64), nullable=False),
     Column("status", String(16), nullable=False),
+    # bumped by every write: one writer per run (a stale writer's update matches no row)
+    Column("revision", Integer, nullable=False, server_default="0"),
     # what a run is (ids, lineage, layout), written once; what changes as it goes
     # (status, counts, content) is the small `state` document, rewritten at each boundary
-    Column("data", LargeBinary, nullable=False),
-    Column("state", LargeBinary, nullable=False),
+    Column("data", Document, nullable=False),
+    Column("state", Document, nullable=False),
     Index("ix_runs_session_seq", "session_id", "seq"),
 )
 
@@ -36,7 +64,7 @@ messages = Table(
     Column("run_id", String(64), primary_key=True),
     Column("idx", Integer, primary_key=True, autoincrement=False),
     Column("role", String(16), nullable=False),
-    Column("data", LargeBinary, nullable=False),
+    Column("data", Document, nullable=False),
 )
 
 checkpoints = Table(
@@ -44,5 +72,5 @@ checkpoints = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("message_index", Integer, primary_key=True, autoincrement=False),
-    Column("data", LargeBinary, nullable=False),
+    Column("data", Document, nullable=False),
 )

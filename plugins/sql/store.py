@@ -1,4 +1,5 @@
-"""`Storage` on SQLAlchemy Core with an async engine."""
+"""`Storage` on SQLAlchemy Core with an async engine: SQLite (aiosqlite) or PostgreSQL
+(asyncpg)."""
 
 from __future__ import annotations
 
@@ -8,64 +9,70 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import msgspec
-from sqlalchemy import Table, and_, delete, event, func, insert, or_, select, update
+from sqlalchemy import Table, and_, delete, event, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.errors import Conflict
-from runpoint.plugins.sql.schema import checkpoints, messages, metadata, runs, sessions
+from runpoint.plugins.sql import migrate
+from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions
 from runpoint.types import Checkpoint, Message, Role, Run, RunStatus, Segment, Session, Usage
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
+_DRIVERS = {"sqlite": "sqlite+aiosqlite", "postgresql": "postgresql+asyncpg"}
+_SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA synchronous=NORMAL",  # durable at each commit in WAL mode, short of power loss
+    "PRAGMA busy_timeout=10000",
+)
+IN_FLIGHT = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 
 
 class _RunState(msgspec.Struct, omit_defaults=True):
-    """The fields of a run that change while it goes."""
+    """The fields of a run that change while it goes (defaults as in `Run`)."""
 
-    status: RunStatus
-    message_count: int
-    updated_at: float
-    usage: Usage
+    status: RunStatus = RunStatus.PENDING
+    message_count: int = 0
+    updated_at: float = 0.0
+    usage: Usage = msgspec.field(default_factory=Usage)
     content: str | None = None
     error: str | None = None
     model: str | None = None
     last_checkpoint_at_message_index: int | None = None
 
 
-def _state(run: Run) -> _RunState:
-    return _RunState(**{f: getattr(run, f) for f in _RunState.__struct_fields__})
-
-
+_STATE_FIELDS = _RunState.__struct_fields__
 _decode_run = msgspec.json.Decoder(Run).decode
 _decode_state = msgspec.json.Decoder(_RunState).decode
-_RUN_COLUMNS = (runs.c.data, runs.c.state)
-_DRIVERS = {"sqlite": "sqlite+aiosqlite"}
-_SQLITE_PRAGMAS = (
-    "PRAGMA journal_mode=WAL",
-    "PRAGMA synchronous=NORMAL",  # durable at each commit in WAL mode, short of power loss
-    "PRAGMA busy_timeout=10000",
-)
+
+
+def _identity(value: Any) -> Any:
+    return value
 
 
 class SqlStorage:
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, **engine_options: Any) -> None:
         parsed = make_url(url)
         if "+" not in parsed.drivername:
             parsed = parsed.set(drivername=_DRIVERS.get(parsed.drivername, parsed.drivername))
         self.url = parsed
-        self.engine = create_async_engine(parsed)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        if not self.is_sqlite:
+            # documents are already JSON: hand them to JSONB and back untouched
+            engine_options = {"json_serializer": _identity, "json_deserializer": _identity} | (
+                engine_options
+            )
+        self.engine = create_async_engine(parsed, **engine_options)
         if self.is_sqlite:
-            event.listen(self.engine.sync_engine, "connect", _sqlite_pragmas)
-        # SQLite has one writer: queue writers here instead of failing on a busy database.
+            event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
+        # SQLite has one writer: queue this process's writers instead of waiting in SQLite.
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self.bytes_written = 0  # document bytes handed to the database, for benchmarks
 
     async def open(self) -> None:
-        async with self.engine.begin() as conn:
-            await conn.run_sync(metadata.create_all)
+        await migrate.upgrade(self.engine)
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -80,7 +87,8 @@ class SqlStorage:
 
     async def get_session(self, session_id: str) -> Session | None:
         query = select(sessions.c.data).where(sessions.c.session_id == session_id)
-        return await self._one(query, Session)
+        found = await self._all(query, Session)
+        return found[0] if found else None
 
     async def list_sessions(self, *, limit: int, offset: int) -> list[Session]:
         query = (
@@ -102,6 +110,7 @@ class SqlStorage:
                     f"session {session_id} has forks that share its history: "
                     f"{', '.join(fork_ids)}; delete them first"
                 )
+            await self._refuse_in_flight(conn, session_id)
             run_ids = select(runs.c.run_id).where(runs.c.session_id == session_id)
             await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
             await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
@@ -111,20 +120,24 @@ class SqlStorage:
 
     # -- runs ------------------------------------------------------------------------
 
-    async def create_runs(self, runs_: Sequence[Run]) -> None:
+    async def create_runs(self, runs_: Sequence[Run], *, exclusive: bool = False) -> None:
         async with self._write() as conn:
+            if exclusive:
+                for session_id in {r.session_id for r in runs_}:
+                    await self._refuse_in_flight(conn, session_id)
             await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
 
     async def get_run(self, run_id: str) -> Run | None:
-        found = await self._runs(select(*_RUN_COLUMNS).where(runs.c.run_id == run_id))
+        found = await self._runs(_run_query().where(runs.c.run_id == run_id))
         return found[0] if found else None
 
     async def list_runs(self, session_id: str) -> list[Run]:
-        query = select(*_RUN_COLUMNS).where(runs.c.session_id == session_id)
-        return await self._runs(query.order_by(runs.c.seq))
+        return await self._runs(
+            _run_query().where(runs.c.session_id == session_id).order_by(runs.c.seq)
+        )
 
     async def latest_run(self, session_id: str) -> Run | None:
-        query = select(*_RUN_COLUMNS).where(runs.c.session_id == session_id)
+        query = _run_query().where(runs.c.session_id == session_id)
         found = await self._runs(query.order_by(runs.c.seq.desc()).limit(1))
         return found[0] if found else None
 
@@ -133,11 +146,18 @@ class SqlStorage:
     ) -> None:
         first = run.message_count - len(messages_)
         async with self._write() as conn:
-            await conn.execute(
+            state = _RunState(**{f: getattr(run, f) for f in _STATE_FIELDS})
+            updated = await conn.execute(
                 update(runs)
-                .where(runs.c.run_id == run.run_id)
-                .values(status=run.status.value, state=self._count(_encode(_state(run))))
+                .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
+                .values(
+                    status=run.status.value,
+                    revision=run.revision + 1,
+                    state=self._count(_encode(state)),
+                )
             )
+            if updated.rowcount != 1:
+                raise Conflict(f"run {run.run_id} was changed by another writer")
             if messages_:
                 rows = [
                     {
@@ -159,9 +179,11 @@ class SqlStorage:
                 upsert = self._insert(checkpoints).values(row)
                 await conn.execute(
                     upsert.on_conflict_do_update(
-                        index_elements=["run_id", "message_index"], set_={"data": data}
+                        index_elements=["run_id", "message_index"],
+                        set_={"data": upsert.excluded.data},
                     )
                 )
+        run.revision += 1
 
     # -- transcripts -----------------------------------------------------------------
 
@@ -224,9 +246,39 @@ class SqlStorage:
 
     @contextlib.asynccontextmanager
     async def _write(self) -> AsyncIterator[AsyncConnection]:
-        """One write transaction (queued behind the others on SQLite)."""
-        async with self._write_lock or contextlib.nullcontext(), self.engine.begin() as conn:
-            yield conn
+        """One write transaction. On SQLite it takes the database's write lock at BEGIN,
+        so a transaction that reads before it writes cannot be refused half-way."""
+        if not self.is_sqlite:
+            async with self.engine.begin() as conn:
+                yield conn
+            return
+        assert self._write_lock is not None
+        async with self._write_lock, self.engine.connect() as conn:
+            await conn.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                await conn.exec_driver_sql("ROLLBACK")
+                raise
+            await conn.exec_driver_sql("COMMIT")
+
+    async def _refuse_in_flight(self, conn: AsyncConnection, session_id: str) -> None:
+        if not self.is_sqlite:  # serialise the session's writers until commit
+            await conn.execute(
+                select(sessions.c.session_id)
+                .where(sessions.c.session_id == session_id)
+                .with_for_update()
+            )
+        busy = await conn.scalar(
+            select(runs.c.run_id)
+            .where(runs.c.session_id == session_id, runs.c.status.in_(IN_FLIGHT))
+            .limit(1)
+        )
+        if busy is not None:
+            raise Conflict(
+                f"run {busy} of session {session_id} is in flight; "
+                "wait for it to finish, or cancel it"
+            )
 
     def _insert(self, table: Table) -> Any:
         """The dialect's INSERT, which knows ON CONFLICT."""
@@ -250,8 +302,9 @@ class SqlStorage:
             "run_id": run.run_id,
             "session_id": run.session_id,
             "status": run.status.value,
+            "revision": run.revision,
             "data": self._count(_encode(run)),
-            "state": self._count(_encode(_state(run))),
+            "state": self._count(_encode(_RunState(**{f: getattr(run, f) for f in _STATE_FIELDS}))),
         }
 
     async def _runs(self, query: Any) -> list[Run]:
@@ -259,15 +312,12 @@ class SqlStorage:
             rows = (await conn.execute(query)).all()
         return [
             msgspec.structs.replace(
-                _decode_run(data), **msgspec.structs.asdict(_decode_state(state))
+                _decode_run(data),
+                revision=revision,
+                **msgspec.structs.asdict(_decode_state(state)),
             )
-            for data, state in rows
+            for data, state, revision in rows
         ]
-
-    async def _one(self, query: Any, kind: type[T]) -> T | None:
-        async with self.engine.connect() as conn:
-            data = await conn.scalar(query)
-        return None if data is None else msgspec.json.decode(data, type=kind)
 
     async def _all(self, query: Any, kind: type[T]) -> list[T]:
         async with self.engine.connect() as conn:
@@ -276,7 +326,8 @@ class SqlStorage:
         return [decoder.decode(data) for data in rows]
 
     async def stored_bytes(self) -> int:
-        """The document bytes the database holds now, for benchmarks."""
+        """The document bytes the database holds now, measured as written (compact JSON),
+        for benchmarks."""
         total = 0
         async with self.engine.connect() as conn:
             for column in (
@@ -286,11 +337,18 @@ class SqlStorage:
                 messages.c.data,
                 checkpoints.c.data,
             ):
-                total += await conn.scalar(select(func.sum(func.length(column)))) or 0
+                for data in await conn.scalars(select(column)):
+                    total += len(_encode(msgspec.json.decode(data)))
         return total
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _run_query() -> Any:
+    return select(runs.c.data, runs.c.state, runs.c.revision)
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # Transactions are begun by hand (see `_write`); reads need none.
+    dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
     for pragma in _SQLITE_PRAGMAS:
         cursor.execute(pragma)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
+from sqlalchemy import text
 
 from runpoint.errors import Conflict, NotFound
 from runpoint.plugins.demo import agents
@@ -17,21 +16,21 @@ async def rp(open_runpoint: OpenRunpoint) -> Runpoint:
     return await open_runpoint(agents)
 
 
-def rows(database: str, table: str) -> int:
-    with sqlite3.connect(database.removeprefix("sqlite:///")) as conn:
-        count: int = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+async def rows(rp: Runpoint, table: str) -> int:
+    async with rp.storage.engine.connect() as conn:  # type: ignore[attr-defined]
+        count: int = await conn.scalar(text(f"SELECT count(*) FROM {table}"))
     return count
 
 
-async def test_fork_session_copies_no_message(rp: Runpoint, database: str) -> None:
+async def test_fork_session_copies_no_message(rp: Runpoint) -> None:
     first = await (await rp.create_run("travel-agent", "Paris and Tokyo")).result()
     session = first.session_id
     second = await (await rp.create_run("travel-agent", "Lagos", session_id=session)).result()
-    messages_before = rows(database, "messages")
+    messages_before = await rows(rp, "messages")
 
     fork = await rp.fork_session(session)
     assert fork.forked_from_session_id == session and fork.session_id != session
-    assert rows(database, "messages") == messages_before
+    assert await rows(rp, "messages") == messages_before
     copies = await rp.list_runs(fork.session_id)
     assert [r.forked_from_run_id for r in copies] == [first.run_id, second.run_id]
     assert {r.forked_from_session_id for r in copies} == {session}
@@ -57,24 +56,24 @@ async def test_sessions_are_listed_newest_first(rp: Runpoint) -> None:
     assert [s.session_id for s in await rp.list_sessions(limit=1, offset=1)] == [ids[1]]
 
 
-async def test_delete_session_removes_everything_it_owns(rp: Runpoint, database: str) -> None:
+async def test_delete_session_removes_everything_it_owns(rp: Runpoint) -> None:
     run = await (await rp.create_run("travel-agent", "Paris")).result()
     fork = await rp.fork_session(run.session_id)
     with pytest.raises(Conflict, match="forks that share its history"):
         await rp.delete_session(run.session_id)
     await rp.delete_session(fork.session_id)
     await rp.delete_session(run.session_id)
-    assert [rows(database, t) for t in ("sessions", "runs", "messages", "checkpoints")] == [0] * 4
+    assert [await rows(rp, t) for t in ("sessions", "runs", "messages", "checkpoints")] == [0] * 4
     with pytest.raises(NotFound):
         await rp.get_session(run.session_id)
     with pytest.raises(NotFound):
         await rp.delete_session(run.session_id)
 
 
-async def test_forks_of_runs_store_only_their_own_messages(rp: Runpoint, database: str) -> None:
+async def test_forks_of_runs_store_only_their_own_messages(rp: Runpoint) -> None:
     run = await (await rp.create_run("travel-agent", "Paris, Tokyo and Lagos")).result()
-    stored = rows(database, "messages")
+    stored = await rows(rp, "messages")
     fork = await (await rp.continue_run(run.run_id, continue_from=7, input="Thanks")).result()
     # the fork's rows: its input and its answer; the 7 before are the source's
-    assert rows(database, "messages") == stored + 2
+    assert await rows(rp, "messages") == stored + 2
     assert len((await rp.get_run(fork.run_id)).messages) == 9
