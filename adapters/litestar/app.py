@@ -6,7 +6,8 @@ operation, or a handler whose arguments are not the operation's inputs fails her
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+import re
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from litestar import Litestar, Request, Response
@@ -22,6 +23,8 @@ from .handlers import HANDLERS, Handler
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
+Endpoint = Callable[[Request[Any, Any, Any]], Awaitable[Response[Any]]]
+
 
 def create_app(agents: Iterable[Agent], *, database: str = DEFAULT_DATABASE) -> Litestar:
     return build(Runpoint(agents, database=database))
@@ -35,8 +38,11 @@ def build(rp: Runpoint, doc: dict[str, Any] | None = None) -> Litestar:
         raise SpecError(f"operations without a handler: {', '.join(missing)}")
     if extra := sorted(HANDLERS.keys() - ids):
         raise SpecError(f"handlers without an operation: {', '.join(extra)}")
+    paths: dict[str, dict[str, Endpoint]] = {}
+    for op in ops:
+        paths.setdefault(op.path, {})[op.method] = _endpoint(rp, op, HANDLERS[op.operation_id])
     return Litestar(
-        route_handlers=[_route(rp, op, HANDLERS[op.operation_id]) for op in ops],
+        route_handlers=[_route(path, endpoints) for path, endpoints in paths.items()],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
         exception_handlers=EXCEPTION_HANDLERS,
@@ -45,7 +51,7 @@ def build(rp: Runpoint, doc: dict[str, Any] | None = None) -> Litestar:
     )
 
 
-def _route(rp: Runpoint, op: Operation, handler: Handler) -> HTTPRouteHandler:
+def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
     arguments = list(inspect.signature(handler).parameters)[1:]
     if sorted(arguments) != sorted(f.name for f in op.fields):
         raise SpecError(
@@ -60,8 +66,21 @@ def _route(rp: Runpoint, op: Operation, handler: Handler) -> HTTPRouteHandler:
         body = b"" if reply is None else encode(reply)
         return Response(body, status_code=op.status, media_type=JSON)
 
-    # The status is the Response's; 200 only keeps Litestar from refusing a DELETE's body type.
-    route = HTTPRouteHandler(
-        op.litestar_path, http_method=HttpMethod(op.method), name=op.operation_id, status_code=200
+    return endpoint
+
+
+def _route(path: str, endpoints: dict[str, Endpoint]) -> HTTPRouteHandler:
+    """One Litestar route per path, whatever its methods (Litestar answers OPTIONS with a
+    stale Allow header when one path is registered in parts)."""
+
+    async def route(request: Request[Any, Any, Any]) -> Response[Any]:
+        return await endpoints[request.method](request)
+
+    # `{name}` becomes `{name:str}`: the document, not the router, types parameters. The
+    # status is the Response's; 200 only keeps Litestar from refusing a DELETE's body type.
+    handler = HTTPRouteHandler(
+        re.sub(r"\{(\w+)\}", r"{\1:str}", path),
+        http_method=[HttpMethod(method) for method in endpoints],
+        status_code=200,
     )
-    return route(endpoint)
+    return handler(route)

@@ -8,7 +8,6 @@ fails at start-up rather than validating loosely.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -48,11 +47,6 @@ class Operation:
     inputs: type[msgspec.Struct]  # validates every field at once
     body_types: tuple[str, ...]  # accepted media types; empty: no body
     status: int  # the success status
-
-    @property
-    def litestar_path(self) -> str:
-        """`{name}` becomes `{name:str}`: the document, not the router, types parameters."""
-        return re.sub(r"\{(\w+)\}", r"{\1:str}", self.path)
 
 
 @cache

@@ -1,0 +1,63 @@
+"""Schemathesis against the in-process app and the checked-in document: every check, the
+stateless phases and the stateful phase through the document's links."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import hypothesis
+import schemathesis
+from schemathesis.config import SchemathesisConfig
+
+from runpoint.adapters.litestar import create_app
+from runpoint.plugins.demo import agents
+
+from .conftest import SPEC
+
+CONFIG = {
+    "seed": 20261129,
+    # mostly the demo's agents, so that runs get created and the links have ids to follow
+    "dictionaries": {"agents": {"values": [a.id for a in agents]}},
+    "parameters": {"path.agent_id": {"dictionary": "agents", "probability": 0.8}},
+    "generation": {"mode": "all", "max-examples": 12},
+    # the document's own links only, with valid requests, so that chains get somewhere
+    "phases": {"stateful": {"inference": {"algorithms": []}, "generation": {"mode": "positive"}}},
+    "checks": {
+        # A boundary that is out of range for *this* run is valid to the document and a
+        # 400 from the server; the document cannot know a run's length.
+        "positive_data_acceptance": {"expected-statuses": ["2xx", "400", "404", "409"]},
+    },
+}
+
+
+# Collected at import (pytest fixtures cannot feed `parametrize`): the database lives in a
+# directory removed when the interpreter exits.
+_db = tempfile.TemporaryDirectory(prefix="runpoint-schemathesis-")
+api = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(CONFIG))
+api.app = create_app(agents, database=f"sqlite:///{_db.name}/runpoint.db")
+
+
+@api.hook
+def map_body(context: schemathesis.HookContext, body: Any) -> Any:
+    """A run created without `stream` answers JSON here, which links can read ids from."""
+    operation = context.operation
+    if operation and operation.label == "POST /agents/{agent_id}/runs" and isinstance(body, dict):
+        body.setdefault("stream", False)
+    return body
+
+
+@api.parametrize()
+def test_operations(case: schemathesis.Case) -> None:
+    case.call_and_validate()
+
+
+def test_stateful() -> None:
+    settings = hypothesis.settings(
+        max_examples=40,
+        stateful_step_count=10,
+        derandomize=True,
+        deadline=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
+    api.as_state_machine().run(settings=settings)
