@@ -1,0 +1,118 @@
+"""Concurrency that holds across processes: each Runpoint here has its own engine, as a
+separate server process would, on the one database."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from runpoint.agent import Agent
+from runpoint.errors import Conflict
+from runpoint.plugins.demo import agents as demo_agents
+from runpoint.services import Runpoint
+from runpoint.types import RunStatus
+
+# An asyncio.Event belongs to the event loop it is first awaited on: one per test.
+gates: dict[str, asyncio.Event] = {}
+
+
+async def wait_for_gate(city: str) -> str:
+    """A tool that holds its run in flight until the test opens the gate."""
+    await gates["gate"].wait()
+    return "open"
+
+
+slow = Agent(id="slow", model="scripted:demo", tools=[wait_for_gate])
+AGENTS = [slow, *demo_agents]
+Open = Callable[..., Awaitable[Runpoint]]
+
+
+@pytest.fixture
+async def servers(database: str) -> AsyncIterator[Open]:
+    gates["gate"] = asyncio.Event()
+    opened: list[Runpoint] = []
+
+    async def open_(**options: object) -> Runpoint:
+        runpoint = await Runpoint(AGENTS, database=database, **options).open()  # type: ignore[arg-type]
+        opened.append(runpoint)
+        return runpoint
+
+    yield open_
+    gates["gate"].set()
+    for runpoint in opened:
+        await runpoint.close()
+
+
+async def test_a_new_run_in_a_busy_session_is_a_conflict_everywhere(servers: Open) -> None:
+    a, b = await servers(), await servers()
+    busy = await a.create_run("slow", "Paris")
+    session = busy.run.session_id
+    for server in (a, b):
+        with pytest.raises(Conflict, match=f"run {busy.run.run_id} of session {session}"):
+            await server.create_run("slow", "Tokyo", session_id=session)
+    gates["gate"].set()
+    assert (await busy.result()).status is RunStatus.COMPLETED
+    after = await (await b.create_run("slow", "Tokyo", session_id=session)).result()
+    assert after.previous_run_id == busy.run.run_id
+
+
+async def test_a_new_run_in_a_busy_session_can_wait_its_turn(servers: Open) -> None:
+    a, b = await servers(), await servers(busy_session="wait", busy_timeout=10)
+    busy = await a.create_run("slow", "Paris")
+    waiting = asyncio.create_task(b.create_run("slow", "Tokyo", session_id=busy.run.session_id))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    gates["gate"].set()
+    second = await (await waiting).result()
+    assert second.previous_run_id == busy.run.run_id
+    assert (await busy.result()).status is RunStatus.COMPLETED
+
+
+async def test_concurrent_continues_of_one_run_all_fork(servers: Open) -> None:
+    a, b = await servers(), await servers()
+    source = await (await a.create_run("travel-agent", "Paris, Tokyo and Lagos")).result()
+    handles = await asyncio.gather(
+        *[
+            server.continue_run(source.run_id, continue_from=3, input=f"Only {city}")
+            for server, city in zip((a, b, a, b), ("Lima", "Kyoto", "Cairo", "Sydney"), strict=True)
+        ]
+    )
+    forks = [await h.result() for h in handles]
+    assert len({f.run_id for f in forks}) == 4
+    assert all(
+        f.forked_from_run_id == source.run_id and f.status is RunStatus.COMPLETED for f in forks
+    )
+    for fork, city in zip(forks, ("Lima", "Kyoto", "Cairo", "Sydney"), strict=True):
+        messages = (await a.get_run(fork.run_id)).messages
+        assert messages[3].content == f"Only {city}"  # nothing interleaved
+        assert [m.tool_args for m in messages[4:] if m.role == "tool"] == [{"city": city}]
+
+
+async def test_one_of_two_concurrent_resumes_wins(servers: Open) -> None:
+    a, b = await servers(), await servers()
+    paused = await (await a.create_run("booking-agent", "Book Paris")).result()
+    [call] = [t for t in (await a.get_run(paused.run_id)).tools if t.result is None]
+    outcomes = await asyncio.gather(
+        a.continue_run(paused.run_id, tools={call.tool_call_id: True}),
+        b.continue_run(paused.run_id, tools={call.tool_call_id: True}),
+        return_exceptions=True,
+    )
+    conflicts = [o for o in outcomes if isinstance(o, Conflict)]
+    winners = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert len(conflicts) == 1 and len(winners) == 1
+    run = await winners[0].result()
+    assert run.status is RunStatus.COMPLETED
+    [tool] = (await b.get_run(run.run_id)).tools
+    assert tool.result == "Booked a trip to Paris."  # run once
+
+
+async def test_a_stale_writer_cannot_write(servers: Open) -> None:
+    a = await servers()
+    run = await (await a.create_run("travel-agent", "Paris")).result()
+    first, second = await a.storage.get_run(run.run_id), await a.storage.get_run(run.run_id)
+    assert first is not None and second is not None
+    await a.storage.save(first, [], None)
+    with pytest.raises(Conflict, match="changed by another writer"):
+        await a.storage.save(second, [], None)

@@ -1,0 +1,118 @@
+"""Migrations: they agree with the tables, and an older database upgrades losing nothing."""
+
+from __future__ import annotations
+
+import msgspec
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert
+
+from runpoint.plugins.demo import agents
+from runpoint.plugins.sql import SqlStorage, migrate
+from runpoint.plugins.sql.schema import Document
+from runpoint.services import Runpoint
+from runpoint.types import Checkpoint, Message, Run, RunStatus, Segment, Session, ToolCall
+
+
+async def test_migrations_and_tables_agree(database: str) -> None:
+    storage = SqlStorage(database)
+    await storage.open()
+    try:
+        assert await migrate.differences(storage.engine) == []
+    finally:
+        await storage.close()
+
+
+# The tables as revision 0001 made them: one document per row, nothing else queryable.
+OLD = MetaData()
+OLD_SESSIONS = Table(
+    "sessions",
+    OLD,
+    Column("session_id", String(64)),
+    Column("agent_id", String(200)),
+    Column("created_at", Float),
+    Column("data", Document),
+)
+OLD_RUNS = Table(
+    "runs",
+    OLD,
+    Column("run_id", String(64)),
+    Column("session_id", String(64)),
+    Column("data", Document),
+)
+OLD_MESSAGES = Table(
+    "messages", OLD, Column("run_id", String(64)), Column("idx", Integer), Column("data", Document)
+)
+OLD_CHECKPOINTS = Table(
+    "checkpoints",
+    OLD,
+    Column("run_id", String(64)),
+    Column("message_index", Integer),
+    Column("data", Document),
+)
+
+
+async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(database: str) -> None:
+    encode = msgspec.json.encode
+    session = Session(session_id="s1", agent_id="travel-agent")
+    transcript = [
+        Message(role="user", content="Paris?"),
+        Message(role="assistant", tool_calls=[ToolCall("c1", "get_population", {"city": "Paris"})]),
+        Message(role="tool", content="2.1M", tool_call_id="c1", tool_name="get_population"),
+        Message(role="assistant", content="Paris has 2.1M people."),
+    ]
+    run = Run(
+        run_id="r1",
+        session_id="s1",
+        agent_id="travel-agent",
+        status=RunStatus.COMPLETED,
+        input="Paris?",
+        content="Paris has 2.1M people.",
+        segments=[Segment("r1", 0)],
+        message_count=4,
+        last_checkpoint_at_message_index=4,
+    )
+    checkpoints = [
+        Checkpoint("k3", "r1", "s1", 3, "checkpoint", "tool-batch", RunStatus.RUNNING),
+        Checkpoint("k4", "r1", "s1", 4, "end", "tool-batch", RunStatus.COMPLETED),
+    ]
+    storage = SqlStorage(database)
+    await migrate.upgrade(storage.engine, "0001")
+    async with storage.engine.begin() as conn:
+        await conn.execute(
+            insert(OLD_SESSIONS),
+            [
+                {
+                    "session_id": "s1",
+                    "agent_id": "travel-agent",
+                    "created_at": 1.0,
+                    "data": encode(session),
+                }
+            ],
+        )
+        await conn.execute(
+            insert(OLD_RUNS), [{"run_id": "r1", "session_id": "s1", "data": encode(run)}]
+        )
+        await conn.execute(
+            insert(OLD_MESSAGES),
+            [{"run_id": "r1", "idx": i, "data": encode(m)} for i, m in enumerate(transcript)],
+        )
+        await conn.execute(
+            insert(OLD_CHECKPOINTS),
+            [
+                {"run_id": "r1", "message_index": c.message_index, "data": encode(c)}
+                for c in checkpoints
+            ],
+        )
+    await storage.close()
+
+    async with Runpoint(agents, database=database) as rp:  # opening upgrades to head
+        detail = await rp.get_run("r1", session_id="s1")
+        assert detail.messages == transcript
+        assert detail.run.status is RunStatus.COMPLETED
+        assert detail.run.content == "Paris has 2.1M people."
+        _, timeline = await rp.timeline("r1")
+        assert timeline == checkpoints
+        # the new columns were filled: roles find boundaries, statuses find runs in flight
+        fork = await (await rp.continue_run("r1", continue_from="last_user")).result()
+        assert fork.forked_from_message_index == 1
+        assert (await rp.get_session("s1")) == session
+        assert len(await rp.list_runs("s1")) == 2
