@@ -144,22 +144,20 @@ class Runpoint:
         run_id = new_id()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout
+        run = Run(
+            run_id=run_id,
+            session_id=session.session_id,
+            agent_id=agent_id,
+            status=RunStatus.RUNNING,
+            user_id=user_id or session.user_id,
+            input=message,
+            model=agent.model_name,
+            policy=agent.checkpoint,
+            segments=[Segment(run_id, 0)],
+        )
         while True:
-            previous = await self.storage.latest_run(session.session_id)
-            run = Run(
-                run_id=run_id,
-                session_id=session.session_id,
-                agent_id=agent_id,
-                status=RunStatus.RUNNING,
-                user_id=user_id or session.user_id,
-                input=message,
-                model=agent.model_name,
-                policy=agent.checkpoint,
-                segments=[Segment(run_id, 0)],
-                previous_run_id=previous.run_id if previous else None,
-            )
             try:
-                await self.storage.create_runs([run], exclusive=True)
+                run = await self.storage.start_in_session(run)
                 break
             except Conflict:
                 if self.busy_session != "wait" or loop.time() >= deadline:

@@ -26,17 +26,18 @@ class Storage(Protocol):
         """Delete a session with its runs, messages and checkpoints; False if unknown.
         Raises Conflict while a run of it is in flight or another session forks it."""
 
-    async def create_runs(self, runs: Sequence[Run], *, exclusive: bool = False) -> None:
-        """Insert new runs, all or nothing. With `exclusive`, raise Conflict instead if
-        their session has a run in flight (PENDING or RUNNING), atomically."""
+    async def create_runs(self, runs: Sequence[Run]) -> None:
+        """Insert new runs (forks), all or nothing."""
+
+    async def start_in_session(self, run: Run) -> Run:
+        """Insert a new run at the head of its session, atomically: raise Conflict if a
+        run of the session is in flight (PENDING or RUNNING); otherwise the run follows
+        the session's newest run (its `previous_run_id`). Returns the run as inserted."""
 
     async def get_run(self, run_id: str) -> Run | None: ...
 
     async def list_runs(self, session_id: str) -> list[Run]:
         """The runs of a session, oldest first."""
-
-    async def latest_run(self, session_id: str) -> Run | None:
-        """The most recently created run of a session."""
 
     async def save(
         self, run: Run, messages: Sequence[Message], checkpoint: Checkpoint | None

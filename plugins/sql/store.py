@@ -110,7 +110,14 @@ class SqlStorage:
                     f"session {session_id} has forks that share its history: "
                     f"{', '.join(fork_ids)}; delete them first"
                 )
-            await self._refuse_in_flight(conn, session_id)
+            await self._lock_session(conn, session_id)
+            busy = await conn.scalar(
+                select(runs.c.run_id)
+                .where(runs.c.session_id == session_id, runs.c.status.in_(IN_FLIGHT))
+                .limit(1)
+            )
+            if busy is not None:
+                raise Conflict(f"run {busy} of session {session_id} is in flight; cancel it first")
             run_ids = select(runs.c.run_id).where(runs.c.session_id == session_id)
             await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
             await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
@@ -120,12 +127,34 @@ class SqlStorage:
 
     # -- runs ------------------------------------------------------------------------
 
-    async def create_runs(self, runs_: Sequence[Run], *, exclusive: bool = False) -> None:
+    async def create_runs(self, runs_: Sequence[Run]) -> None:
         async with self._write() as conn:
-            if exclusive:
-                for session_id in {r.session_id for r in runs_}:
-                    await self._refuse_in_flight(conn, session_id)
+            for session_id in {r.session_id for r in runs_}:
+                await self._lock_session(conn, session_id)
             await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
+
+    async def start_in_session(self, run: Run) -> Run:
+        async with self._write() as conn:
+            await self._lock_session(conn, run.session_id)
+            busy = await conn.scalar(
+                select(runs.c.run_id)
+                .where(runs.c.session_id == run.session_id, runs.c.status.in_(IN_FLIGHT))
+                .limit(1)
+            )
+            if busy is not None:
+                raise Conflict(
+                    f"run {busy} of session {run.session_id} is in flight; "
+                    "wait for it to finish, or cancel it"
+                )
+            newest = await conn.scalar(
+                select(runs.c.run_id)
+                .where(runs.c.session_id == run.session_id)
+                .order_by(runs.c.seq.desc())
+                .limit(1)
+            )
+            run = msgspec.structs.replace(run, previous_run_id=newest)
+            await conn.execute(insert(runs), [self._run_row(run)])
+        return run
 
     async def get_run(self, run_id: str) -> Run | None:
         found = await self._runs(_run_query().where(runs.c.run_id == run_id))
@@ -135,11 +164,6 @@ class SqlStorage:
         return await self._runs(
             _run_query().where(runs.c.session_id == session_id).order_by(runs.c.seq)
         )
-
-    async def latest_run(self, session_id: str) -> Run | None:
-        query = _run_query().where(runs.c.session_id == session_id)
-        found = await self._runs(query.order_by(runs.c.seq.desc()).limit(1))
-        return found[0] if found else None
 
     async def save(
         self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
@@ -262,22 +286,14 @@ class SqlStorage:
                 raise
             await conn.exec_driver_sql("COMMIT")
 
-    async def _refuse_in_flight(self, conn: AsyncConnection, session_id: str) -> None:
-        if not self.is_sqlite:  # serialise the session's writers until commit
+    async def _lock_session(self, conn: AsyncConnection, session_id: str) -> None:
+        """Serialise the writers of a session's runs until commit, so runs commit in the
+        order of their `seq` (SQLite's BEGIN IMMEDIATE already serialises every writer)."""
+        if not self.is_sqlite:
             await conn.execute(
                 select(sessions.c.session_id)
                 .where(sessions.c.session_id == session_id)
                 .with_for_update()
-            )
-        busy = await conn.scalar(
-            select(runs.c.run_id)
-            .where(runs.c.session_id == session_id, runs.c.status.in_(IN_FLIGHT))
-            .limit(1)
-        )
-        if busy is not None:
-            raise Conflict(
-                f"run {busy} of session {session_id} is in flight; "
-                "wait for it to finish, or cancel it"
             )
 
     def _insert(self, table: Table) -> Any:
