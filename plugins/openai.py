@@ -44,27 +44,23 @@ class OpenAIResponses(_OpenAIModel):
     provider = "openai"
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
-        params = given(temperature=self.temperature, max_output_tokens=self.max_tokens)
-        if request.instructions:
-            params["instructions"] = request.instructions
+        params = given(
+            model=self.id,
+            input=vm.responses_input(request.messages),
+            instructions=request.instructions,
+            temperature=self.temperature,
+            max_output_tokens=self.max_tokens,
+        )
         if request.tools:
             params["tools"] = vm.responses_tools(request.tools)
         return params
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
-        response = await client.responses.create(
-            model=self.id, input=vm.responses_input(request.messages), **self._params(request)
-        )
-        return vm.from_responses(response)
+        return vm.from_responses(await client.responses.create(**self._params(request)))
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
         calls: dict[int, int] = {}  # output item index -> index of the tool call in the turn
-        stream = await client.responses.create(
-            model=self.id,
-            input=vm.responses_input(request.messages),
-            stream=True,
-            **self._params(request),
-        )
+        stream = await client.responses.create(**self._params(request), stream=True)
         async with stream:
             async for event in stream:
                 if event.type == "response.output_text.delta":
@@ -91,27 +87,23 @@ class OpenAIChat(_OpenAIModel):
     provider = "openai-chat"
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
-        params = given(temperature=self.temperature, max_completion_tokens=self.max_tokens)
+        params = given(
+            model=self.id,
+            messages=vm.chat_messages(request.instructions, request.messages),
+            temperature=self.temperature,
+            max_completion_tokens=self.max_tokens,
+        )
         if request.tools:
             params["tools"] = vm.chat_tools(request.tools)
         return params
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
-        completion = await client.chat.completions.create(
-            model=self.id,
-            messages=vm.chat_messages(request.instructions, request.messages),
-            **self._params(request),
-        )
-        return vm.from_chat(completion)
+        return vm.from_chat(await client.chat.completions.create(**self._params(request)))
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
         state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
         stream = await client.chat.completions.create(
-            model=self.id,
-            messages=vm.chat_messages(request.instructions, request.messages),
-            stream=True,
-            stream_options={"include_usage": True},
-            **self._params(request),
+            **self._params(request), stream=True, stream_options={"include_usage": True}
         )
         finished = False
         async with stream:
