@@ -34,7 +34,8 @@ async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]
         inputs = msgspec.convert(raw, op.inputs)
     except msgspec.ValidationError as exc:
         raise HttpError(422, "VALIDATION_ERROR", _readable(exc, raw)) from None
-    return msgspec.structs.asdict(inputs)
+    result: dict[str, Any] = msgspec.to_builtins(inputs)  # nested objects as dicts too
+    return result
 
 
 def _from_text(value: str, field: Field) -> Any:

@@ -48,7 +48,7 @@ def map_body(context: schemathesis.HookContext, body: Any) -> Any:
 
 
 @api.parametrize()
-def test_operations(case: schemathesis.Case) -> None:
+def test_operations(case: schemathesis.Case[Any]) -> None:
     case.call_and_validate()
 
 

@@ -1,0 +1,186 @@
+"""Bad requests: each is refused with its status and a `detail` that says what is wrong,
+before anything starts (no 200 stream holding an error)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+Client = AsyncTestClient[Litestar]
+
+
+async def completed_run(client: Client) -> dict[str, Any]:
+    response = await client.post(
+        "/agents/travel-agent/runs", data={"message": "Paris and Tokyo", "stream": "false"}
+    )
+    assert response.status_code == 200
+    run: dict[str, Any] = response.json()
+    return run
+
+
+def assert_error(response: Any, status: int, error_code: str, detail: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {"detail": detail, "error_code": error_code}
+    assert response.headers["x-request-id"]
+
+
+async def test_unknown_agent_run_and_session(client: Client) -> None:
+    run = await completed_run(client)
+    path, session = f"/agents/travel-agent/runs/{run['run_id']}", run["session_id"]
+    for response, detail in [
+        (await client.get("/agents/nobody"), "agent nobody not found"),
+        (
+            await client.post("/agents/nobody/runs", data={"message": "hi"}),
+            "agent nobody not found",
+        ),
+        (
+            await client.get("/agents/travel-agent/runs/nope", params={"session_id": session}),
+            "run nope not found",
+        ),
+        (await client.get(path, params={"session_id": "other"}), f"run {run['run_id']} not found"),
+        (
+            await client.get(
+                f"/agents/checkpoint-agent/runs/{run['run_id']}/checkpoints",
+                params={"session_id": session},
+            ),
+            f"run {run['run_id']} not found",
+        ),
+        (await client.get("/sessions/nope"), "session nope not found"),
+        (await client.delete("/sessions/nope"), "session nope not found"),
+        (await client.post("/agents/travel-agent/sessions/nope/fork"), "session nope not found"),
+    ]:
+        assert_error(response, 404, "NOT_FOUND", detail)
+
+
+async def test_continue_of_an_unknown_run_is_404_even_when_streaming(client: Client) -> None:
+    response = await client.post(
+        "/agents/travel-agent/runs/nope/continue", data={"session_id": "s", "stream": "true"}
+    )
+    assert_error(response, 404, "NOT_FOUND", "run nope not found")
+
+
+@pytest.mark.parametrize(
+    ("params", "detail"),
+    [({}, "session_id is required"), ({"session_id": ""}, "session_id must not be empty")],
+)
+async def test_missing_or_empty_session_id(
+    client: Client, params: dict[str, str], detail: str
+) -> None:
+    run = await completed_run(client)
+    base = f"/agents/travel-agent/runs/{run['run_id']}"
+    for response in [
+        await client.get(base, params=params),
+        await client.get(f"{base}/checkpoints", params=params),
+        await client.get(f"{base}/checkpoints/1", params=params),
+        await client.post(f"{base}/continue", data=params | {"input": "Go on"}),
+    ]:
+        assert_error(response, 422, "VALIDATION_ERROR", detail)
+
+
+@pytest.mark.parametrize(
+    ("index", "status", "code", "detail"),
+    [
+        ("-1", 400, "INVALID_BOUNDARY", "message_index -1 is outside this run's boundaries 0..6"),
+        ("7", 400, "INVALID_BOUNDARY", "message_index 7 is outside this run's boundaries 0..6"),
+        ("two", 422, "VALIDATION_ERROR", "message_index: Expected `int`, got `str`"),
+        ("1.5", 422, "VALIDATION_ERROR", "message_index: Expected `int`, got `str`"),
+    ],
+)
+async def test_bad_message_index(
+    client: Client, index: str, status: int, code: str, detail: str
+) -> None:
+    run = await completed_run(client)
+    response = await client.get(
+        f"/agents/travel-agent/runs/{run['run_id']}/checkpoints/{index}",
+        params={"session_id": run["session_id"]},
+    )
+    assert_error(response, status, code, detail)
+
+
+@pytest.mark.parametrize(
+    ("continue_from", "detail"),
+    [
+        ("7", "continue_from 7 is outside this run's boundaries 0..6"),
+        ("-1", "continue_from -1 is outside this run's boundaries 0..6"),
+        ("later", "continue_from must be 'end', 'last_user' or a message index, not 'later'"),
+    ],
+)
+@pytest.mark.parametrize("stream", ["true", "false"])
+async def test_bad_continue_from(
+    client: Client, continue_from: str, detail: str, stream: str
+) -> None:
+    run = await completed_run(client)
+    response = await client.post(
+        f"/agents/travel-agent/runs/{run['run_id']}/continue",
+        data={
+            "session_id": run["session_id"],
+            "continue_from": continue_from,
+            "input": "Go on",
+            "stream": stream,
+        },
+    )
+    assert_error(response, 400, "INVALID_BOUNDARY", detail)
+
+
+async def test_bodies_that_are_not_what_the_document_says(client: Client) -> None:
+    runs = "/agents/travel-agent/runs"
+    for response, detail in [
+        (await client.post(runs, data={"stream": "false"}), "message is required"),
+        (
+            await client.post(runs, data={"message": "   "}),
+            "message: Expected `str` matching regex '\\\\S'",
+        ),
+        (
+            await client.post(runs, data={"message": "hi", "stream": "maybe"}),
+            "stream: Expected `bool`, got `str`",
+        ),
+        (await client.post(runs, json={"message": 3}), "message: Expected `str`, got `int`"),
+        (await client.post(runs, json=["message"]), "the body must be a JSON object"),
+        (
+            await client.post(runs, content=b"{", headers={"content-type": "application/json"}),
+            "the body is not valid JSON",
+        ),
+    ]:
+        assert_error(response, 422, "VALIDATION_ERROR", detail)
+    response = await client.post(runs, content=b"message", headers={"content-type": "text/plain"})
+    assert_error(
+        response,
+        415,
+        "UNSUPPORTED_MEDIA_TYPE",
+        "send the body as one of application/x-www-form-urlencoded, multipart/form-data, "
+        "application/json, not text/plain",
+    )
+
+
+async def test_bad_tool_decisions(client: Client) -> None:
+    paused = (
+        await client.post("/agents/booking-agent/runs", data={"message": "Lima", "stream": "false"})
+    ).json()
+    url = f"/agents/booking-agent/runs/{paused['run_id']}/continue"
+    session = paused["session_id"]
+    response = await client.post(url, data={"session_id": session, "tools": "[{"})
+    assert_error(response, 400, "BAD_REQUEST", "Invalid JSON in tools field")
+    response = await client.post(
+        url, data={"session_id": session, "tools": '[{"confirmed": true}]'}
+    )
+    assert_error(
+        response,
+        400,
+        "BAD_REQUEST",
+        "Invalid structure for tools: Object missing required field `tool_call_id` - at `$[0]`",
+    )
+    response = await client.post(
+        url, json={"session_id": session, "tools": [{"tool_call_id": "x", "confirmed": True}]}
+    )
+    assert_error(response, 400, "BAD_REQUEST", "no paused tool call has the id(s) ['x']")
+
+
+async def test_unknown_path_and_method(client: Client) -> None:
+    assert_error(await client.get("/nowhere"), 404, "NOT_FOUND", "Not Found")
+    response = await client.put("/sessions")
+    assert_error(response, 405, "METHOD_NOT_ALLOWED", "Method Not Allowed")
+    assert response.headers["allow"] == "GET, OPTIONS"
