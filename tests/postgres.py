@@ -38,8 +38,9 @@ def available() -> bool:
 class TemporaryServer:
     """initdb into a temporary directory, start on a free loopback port, stop and delete."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
         self.bin_dir = bin_dir
+        self.durable = durable  # tests trade crash safety of the server itself for speed
         self.root = Path(tempfile.mkdtemp(prefix="runpoint-pg-"))
         self.data = self.root / "data"
         with socket.socket() as probe:
@@ -58,9 +59,10 @@ class TemporaryServer:
             shutil.chown(self.root, "postgres", "postgres")
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8")
         options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 "
-            "-c max_connections=200 -c fsync=off -c full_page_writes=off"
+            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c max_connections=200"
         )
+        if not self.durable:
+            options += " -c fsync=off -c full_page_writes=off"
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-w", "-l", "log", "start")
         return self.url
 

@@ -1,6 +1,7 @@
 """Storage benchmark: how runs of 10 to 10,000 messages cost to build, list, cut and fork.
 
-    .venv/bin/python contrib/bench/storage.py [--database-dir DIR]
+    .venv/bin/python contrib/bench/storage.py               # SQLite
+    .venv/bin/python contrib/bench/storage.py --postgres    # a throwaway local PostgreSQL
 
 Each run is made by the offline scripted model with no delay: one user message, four tool
 batches whose width grows with the run's size, and a final answer, so every run has the
@@ -19,6 +20,8 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+from databases import databases
 
 from runpoint.agent import Agent
 from runpoint.model import ModelRequest, ModelResponse
@@ -56,10 +59,10 @@ async def median_seconds(action: Callable[[], Awaitable[object]], repeat: int) -
     return statistics.median(times)
 
 
-async def measure(size: int, directory: Path) -> dict[str, float]:
+async def measure(size: int, database: str) -> dict[str, float]:
     width = max(1, round((size - 2) / BATCHES - 1))  # 1 + 4 * (1 + width) + 1 messages
     agent = Agent(id="bench", model=wide_batches(width), tools=[echo])
-    storage = SqlStorage(f"sqlite:///{directory / f'bench-{size}.db'}")
+    storage = SqlStorage(database)
     async with Runpoint([agent], storage=storage) as rp:
         start = time.perf_counter()
         run = await (await rp.create_run("bench", "go")).result()
@@ -85,8 +88,8 @@ async def measure(size: int, directory: Path) -> dict[str, float]:
         }
 
 
-async def main(directory: Path) -> None:
-    results = {size: await measure(size, directory) for size in SIZES}
+async def main(databases: Callable[[str], Awaitable[str]]) -> None:
+    results = {size: await measure(size, await databases(f"bench_{size}")) for size in SIZES}
     print(
         f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'timeline ms':>12} "
         f"{'snapshot@mid ms':>16} {'fork@end ms':>12}"
@@ -114,7 +117,7 @@ async def main(directory: Path) -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--database-dir", type=Path, help="where to put the SQLite files")
+    parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        asyncio.run(main(args.database_dir or Path(tmp)))
+    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
+        asyncio.run(main(new))

@@ -21,14 +21,15 @@ async def test_several_processes_keep_every_invariant(database: str) -> None:
         await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "tests.kernel.worker", database, f"w{i}", "shared"),
             stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
             cwd=Path(__file__).parents[2],
         )
         for i in range(PROCESSES)
     ]
     async with asyncio.timeout(240):
-        outputs = [(await w.communicate())[0] for w in workers]
-    assert [w.returncode for w in workers] == [0] * PROCESSES
-    done = [json.loads(out) for out in outputs]
+        outputs = [await w.communicate() for w in workers]
+    assert [w.returncode for w in workers] == [0] * PROCESSES, [err for _, err in outputs]
+    done = [json.loads(out) for out, _ in outputs]
     assert sum(d["created"] for d in done) == PROCESSES * 8
     assert sum(d["shared"] for d in done) == PROCESSES * 4
     assert sum(d["forked"] for d in done) > 0

@@ -1,0 +1,46 @@
+"""Fresh, empty databases for benchmarks: SQLite files, or databases on a throwaway
+PostgreSQL server started from the machine's binaries (tests/postgres.py)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+
+import asyncpg
+
+sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.postgres
+from tests import postgres
+
+NewDatabase = Callable[[str], Awaitable[str]]
+
+
+@contextlib.contextmanager
+def databases(on_postgres: bool, directory: Path) -> Iterator[NewDatabase]:
+    """Yields `new(name) -> url`, making an empty database each time."""
+    if not on_postgres:
+
+        async def new_file(name: str) -> str:
+            return f"sqlite:///{directory / name}.db"
+
+        yield new_file
+        return
+    bin_dir = postgres.binaries()
+    if bin_dir is None:
+        raise SystemExit("PostgreSQL is not installed (apt-get install postgresql)")
+    server = postgres.TemporaryServer(bin_dir, durable=True)
+    admin = server.start()
+
+    async def new_database(name: str) -> str:
+        connection = await asyncpg.connect(admin)
+        try:
+            await connection.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            await connection.close()
+        return admin.rsplit("/", 1)[0] + f"/{name}"
+
+    try:
+        yield new_database
+    finally:
+        server.stop()
