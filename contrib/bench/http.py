@@ -1,0 +1,190 @@
+"""HTTP benchmark: the hot read paths of `runpoint serve` (one worker) under wrk.
+
+Seeds a fresh SQLite database with two runs of the same shape (four tool batches, so five
+checkpoints each) but of 10 and of 10,000 messages, starts `runpoint serve` on it, and
+loads each endpoint from wrk on loopback: the timeline, the snapshot at the last interior
+checkpoint and get-run of each run, and /health as the ceiling (a bare JSON endpoint on
+the same server, through the same app). Prints requests per second, p50 and p99 latency,
+and checks the issue's two targets.
+
+    python contrib/bench/http.py [--duration 5] [--connections 8]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# Run as a script, this file's folder leads sys.path, where "http.py" hides the stdlib's http.
+sys.path.remove(str(Path(__file__).resolve().parent))
+
+import argparse
+import asyncio
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+import httpx
+
+from runpoint.agent import Agent
+from runpoint.model import ModelRequest, ModelResponse
+from runpoint.plugins.scripted import ScriptedModel, call_id
+from runpoint.services import Runpoint
+from runpoint.types import ToolCall
+
+AGENT_ID = "travel-agent"  # an agent the default `runpoint serve` knows
+# tool calls per batch: 1 user + 4 x (assistant + calls) + 1 answer messages in all
+SMALL, LARGE = [1, 1, 1, 1], [2499, 2499, 2498, 2498]
+
+
+async def lookup(city: str) -> str:
+    return "ok"
+
+
+def batches(sizes: list[int]) -> ScriptedModel:
+    """A model that makes one tool batch of each size, then answers."""
+
+    def turn(request: ModelRequest) -> ModelResponse:
+        done = sum(1 for m in request.messages if m.role == "assistant")
+        if done == len(sizes):
+            return ModelResponse(content="done")
+        calls = [ToolCall(call_id(request, i), "lookup", {"city": "x"}) for i in range(sizes[done])]
+        return ModelResponse(content=f"batch {done}", tool_calls=calls)
+
+    return ScriptedModel(turn)
+
+
+async def seed(database: str, sizes: list[int]) -> tuple[str, str, int]:
+    """Make one run; return its run_id, session_id and last interior checkpoint."""
+    agent = Agent(id=AGENT_ID, model=batches(sizes), tools=[lookup])
+    async with Runpoint([agent], database=database) as rp:
+        run = await (await rp.create_run(AGENT_ID, "go")).result()
+        _, checkpoints = await rp.timeline(run.run_id)
+        assert run.message_count == 2 + len(sizes) + sum(sizes), run
+        return run.run_id, run.session_id, checkpoints[-2].message_index
+
+
+@dataclass
+class Result:
+    name: str
+    rps: float
+    p50_ms: float
+    p99_ms: float
+
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def wrk(name: str, url: str, duration: int, connections: int) -> Result:
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", url],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    if re.search(r"Non-2xx or 3xx responses", out):
+        raise SystemExit(f"{name}: errors under load\n{out}")
+
+    def percentile(p: str) -> float:
+        found = re.search(rf"^\s+{p}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if found is None:
+            raise SystemExit(f"{name}: no {p}th percentile in wrk's output\n{out}")
+        return float(found[1]) * _UNITS[found[2]]
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    return Result(name, rps, percentile("50"), percentile("99"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def serve(db: Path, port: int) -> subprocess.Popen[bytes]:
+    command = shutil.which("runpoint", path=str(Path(sys.executable).parent)) or "runpoint"
+    args = [
+        "serve",
+        "--db",
+        str(db),
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+        "--log-level",
+        "warning",
+    ]
+    process = subprocess.Popen([command, *args])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                return process
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("runpoint serve did not start") from None
+            time.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=int, default=5, help="seconds per endpoint")
+    parser.add_argument("--connections", type=int, default=8)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is needed: apt-get install wrk")
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp) / "bench.db"
+        database = f"sqlite:///{db}"
+        runs = {
+            n: asyncio.run(seed(database, sizes)) for n, sizes in ((10, SMALL), (10_000, LARGE))
+        }
+        port = free_port()
+        server = serve(db, port)
+        try:
+            base = f"http://127.0.0.1:{port}"
+            urls = {"ceiling (GET /health)": f"{base}/health"}
+            for n, (run_id, session_id, interior) in runs.items():
+                run = f"{base}/agents/{AGENT_ID}/runs/{run_id}"
+                query = f"?session_id={session_id}"
+                urls[f"timeline   {n:>6} msgs"] = f"{run}/checkpoints{query}"
+                urls[f"snapshot   {n:>6} msgs"] = f"{run}/checkpoints/{interior}{query}"
+                urls[f"get-run    {n:>6} msgs"] = f"{run}{query}"
+            for url in urls.values():  # warm up, and fail early on a bad URL
+                httpx.get(url).raise_for_status()
+            results = {
+                name: wrk(name, url, args.duration, args.connections) for name, url in urls.items()
+            }
+        finally:
+            server.terminate()
+            server.wait()
+    report(results, args)
+
+
+def report(results: dict[str, Result], args: argparse.Namespace) -> None:
+    ceiling = results["ceiling (GET /health)"]
+    print(f"runpoint serve, 1 worker; wrk -t2 -c{args.connections} -d{args.duration}s on loopback")
+    print(f"{'endpoint':<24}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of ceiling':>12}")
+    for r in results.values():
+        share = r.rps / ceiling.rps
+        print(f"{r.name:<24}{r.rps:>10.0f}{r.p50_ms:>10.2f}{r.p99_ms:>10.2f}{share:>11.0%}")
+    small, large = results["timeline       10 msgs"], results["timeline    10000 msgs"]
+    share = small.rps / ceiling.rps
+    growth = large.p50_ms / small.p50_ms
+    print(
+        f"target: timeline >= 50% of the ceiling's req/s: {share:.0%} "
+        f"({'met' if share >= 0.5 else 'NOT met'})"
+    )
+    print(
+        f"target: timeline p50 at 10,000 msgs <= 1.5x at 10: {growth:.2f}x "
+        f"({'met' if growth <= 1.5 else 'NOT met'})"
+    )
+
+
+if __name__ == "__main__":
+    main()
