@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import asyncpg
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.postgres
 from tests import postgres
 
-NewDatabase = Callable[[str], Awaitable[str]]
+NewDatabase = Callable[[str], Coroutine[Any, Any, str]]
 
 
 @contextlib.contextmanager

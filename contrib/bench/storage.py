@@ -21,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from databases import databases
+from databases import NewDatabase, databases
 
 from runpoint.agent import Agent
 from runpoint.model import ModelRequest, ModelResponse
@@ -88,7 +88,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
         }
 
 
-async def main(databases: Callable[[str], Awaitable[str]]) -> None:
+async def main(databases: NewDatabase) -> None:
     results = {size: await measure(size, await databases(f"bench_{size}")) for size in SIZES}
     print(
         f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'timeline ms':>12} "

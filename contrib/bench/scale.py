@@ -1,0 +1,167 @@
+"""Scale-out benchmark: concurrent runs from 1 and from 2 processes on one PostgreSQL.
+
+    .venv/bin/python contrib/bench/scale.py [--runs 400] [--concurrency 16]
+
+Starts a throwaway PostgreSQL (durable settings: fsync on), then runs the same load from
+one process, and from two processes at once: each run is the offline scripted model (no
+delay) answering with three tool batches, so it writes 8 messages, 4 checkpoints and its
+run row 9 times. Prints runs per second, the ratio of the two, the median time of a
+checkpoint write (one transaction: the run's state, its messages, the checkpoint row), and
+the share of a run's time spent waiting on the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from databases import databases
+
+from runpoint.agent import Agent
+from runpoint.plugins.sql import SqlStorage
+from runpoint.services import Runpoint
+from runpoint.types import Checkpoint, Message, Run, Segment, Session, new_id
+
+QUESTION = "Paris, Tokyo and Lagos"
+
+
+async def get_population(city: str) -> str:
+    """Look up a city's population."""
+    return "many"
+
+
+class TimedStorage(SqlStorage):
+    """Counts the time runs spend awaiting the database."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url, pool_size=20)
+        self.seconds = 0.0
+        self.checkpoint_writes: list[float] = []
+
+    async def save(self, run: Run, messages: Sequence[Message], cp: Checkpoint | None) -> None:
+        start = time.perf_counter()
+        await super().save(run, messages, cp)
+        took = time.perf_counter() - start
+        self.seconds += took
+        if cp is not None:
+            self.checkpoint_writes.append(took)
+
+    async def read_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
+        start = time.perf_counter()
+        try:
+            return await super().read_messages(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+    async def start_in_session(self, run: Run) -> Run:
+        start = time.perf_counter()
+        try:
+            return await super().start_in_session(run)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+async def worker(database: str, runs: int, concurrency: int) -> dict[str, Any]:
+    agent = Agent(id="bench", model="scripted:demo", tools=[get_population])
+    storage = TimedStorage(database)
+    run_seconds = 0.0
+    async with Runpoint([agent], storage=storage) as rp:
+        gate = asyncio.Semaphore(concurrency)
+
+        async def one() -> None:
+            nonlocal run_seconds
+            async with gate:
+                start = time.perf_counter()
+                await (await rp.create_run("bench", QUESTION)).result()
+                run_seconds += time.perf_counter() - start
+
+        start = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(runs)))
+        elapsed = time.perf_counter() - start
+    return {
+        "runs": runs,
+        "elapsed": elapsed,
+        "db_seconds": storage.seconds,
+        "run_seconds": run_seconds,
+        "checkpoint_writes": storage.checkpoint_writes,
+    }
+
+
+async def checkpoint_writes(database: str, count: int = 300) -> list[float]:
+    """Checkpoint writes one after another, each in its own transaction, nothing else
+    running: what one costs the database."""
+    storage = SqlStorage(database)
+    await storage.open()
+    session = Session(session_id=new_id(), agent_id="bench")
+    run = Run(run_id=new_id(), session_id=session.session_id, agent_id="bench")
+    run.segments = [Segment(run.run_id, 0)]
+    await storage.create_session(session, [run])
+    times = []
+    for index in range(1, count + 1):
+        message = Message(role="tool", content="2.1M", tool_call_id=f"c{index}", tool_name="t")
+        run.message_count = index
+        checkpoint = Checkpoint(
+            new_id(), run.run_id, run.session_id, index, "checkpoint", "tool-batch", run.status
+        )
+        start = time.perf_counter()
+        await storage.save(run, [message], checkpoint)
+        times.append(time.perf_counter() - start)
+    await storage.close()
+    return times
+
+
+def phase(database: str, processes: int, runs: int, concurrency: int) -> list[dict[str, Any]]:
+    command = [sys.executable, __file__, "--worker", database, str(runs), str(concurrency)]
+    started = [subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(processes)]
+    return [json.loads(p.communicate()[0]) for p in started]
+
+
+def main(runs: int, concurrency: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp, databases(True, Path(tmp)) as new:
+        database = asyncio.run(new("scale"))
+        asyncio.run(worker(database, 4, 4))  # migrate and warm up
+        alone = asyncio.run(checkpoint_writes(database))
+        single = phase(database, 1, runs, concurrency)
+        start = time.perf_counter()
+        double = phase(database, 2, runs, concurrency)
+        double_wall = time.perf_counter() - start
+
+    one_rate = single[0]["runs"] / single[0]["elapsed"]
+    # both processes did the same work; count from the first start to the last finish
+    two_rate = sum(r["runs"] for r in double) / max(r["elapsed"] for r in double)
+    loaded = [w for r in single + double for w in r["checkpoint_writes"]]
+    print(f"runs per process: {runs}, {concurrency} at a time; 3 tool batches per run")
+    print(f"1 process : {one_rate:8.1f} runs/s")
+    print(f"2 processes: {two_rate:8.1f} runs/s (wall {double_wall:.1f} s with start-up)")
+    print(f"ratio 2/1  : {two_rate / one_rate:8.2f}x (target >= 1.5)")
+    for label, writes in (("alone", alone), ("under the load above", loaded)):
+        print(
+            f"checkpoint write on PostgreSQL, {label}: median "
+            f"{1000 * statistics.median(writes):.2f} ms, p99 "
+            f"{1000 * statistics.quantiles(writes, n=100)[98]:.2f} ms over {len(writes)} writes"
+        )
+    print("(target: median <= 2 ms)")
+    for label, results in (("1 process", single), ("2 processes", double)):
+        share = sum(r["db_seconds"] for r in results) / sum(r["run_seconds"] for r in results)
+        print(f"share of run time awaiting the database ({label}): {100 * share:.0f}%")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        url, count, width = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+        print(json.dumps(asyncio.run(worker(url, count, width))))
+    else:
+        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        parser.add_argument("--runs", type=int, default=400, help="runs per process")
+        parser.add_argument("--concurrency", type=int, default=16, help="runs at once")
+        args = parser.parse_args()
+        main(args.runs, args.concurrency)
