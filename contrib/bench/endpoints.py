@@ -7,16 +7,10 @@ checkpoint and get-run of each run, and /health as the ceiling (a bare JSON endp
 the same server, through the same app). Prints requests per second, p50 and p99 latency,
 and checks the issue's two targets.
 
-    python contrib/bench/http.py [--duration 5] [--connections 8]
+    python contrib/bench/endpoints.py [--duration 5] [--connections 8]
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Run as a script, this file's folder leads sys.path, where "http.py" hides the stdlib's http.
-sys.path.remove(str(Path(__file__).resolve().parent))
 
 import argparse
 import asyncio
@@ -24,9 +18,11 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
