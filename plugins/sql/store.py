@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import msgspec
-from sqlalchemy import Table, and_, delete, event, insert, or_, select, update
+from sqlalchemy import Table, delete, event, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
@@ -28,6 +29,7 @@ _SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=10000",
 )
 IN_FLIGHT = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+_NO_END = 2**31 - 1  # an open segment's end: the largest INTEGER both backends store
 
 
 class _RunState(msgspec.Struct, omit_defaults=True):
@@ -70,11 +72,21 @@ class SqlStorage:
         # SQLite has one writer: queue this process's writers instead of waiting in SQLite.
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
         self.bytes_written = 0  # document bytes handed to the database, for benchmarks
+        self._reader: sqlite3.Connection | None = None  # SQLite's inline read connection
 
     async def open(self) -> None:
         await migrate.upgrade(self.engine)
+        if self.is_sqlite and self.url.database not in (None, "", ":memory:"):
+            self._reader = sqlite3.connect(
+                self.url.database, check_same_thread=False, isolation_level=None
+            )
+            _sqlite_connect(self._reader, None)
+            self._reader.execute("PRAGMA query_only=ON")
 
     async def close(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         await self.engine.dispose()
 
     # -- sessions ------------------------------------------------------------------
@@ -86,18 +98,16 @@ class SqlStorage:
                 await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
 
     async def get_session(self, session_id: str) -> Session | None:
-        query = select(sessions.c.data).where(sessions.c.session_id == session_id)
-        found = await self._all(query, Session)
+        sql = "SELECT data FROM sessions WHERE session_id = :id"
+        found = await self._documents(sql, {"id": session_id}, Session)
         return found[0] if found else None
 
     async def list_sessions(self, *, limit: int, offset: int) -> list[Session]:
-        query = (
-            select(sessions.c.data)
-            .order_by(sessions.c.created_at.desc(), sessions.c.session_id)
-            .limit(limit)
-            .offset(offset)
+        sql = (
+            "SELECT data FROM sessions ORDER BY created_at DESC, session_id "
+            "LIMIT :limit OFFSET :offset"
         )
-        return await self._all(query, Session)
+        return await self._documents(sql, {"limit": limit, "offset": offset}, Session)
 
     async def delete_session(self, session_id: str) -> bool:
         async with self._write() as conn:
@@ -157,13 +167,11 @@ class SqlStorage:
         return run
 
     async def get_run(self, run_id: str) -> Run | None:
-        found = await self._runs(_run_query().where(runs.c.run_id == run_id))
+        found = await self._runs("WHERE run_id = :id", {"id": run_id})
         return found[0] if found else None
 
     async def list_runs(self, session_id: str) -> list[Run]:
-        return await self._runs(
-            _run_query().where(runs.c.session_id == session_id).order_by(runs.c.seq)
-        )
+        return await self._runs("WHERE session_id = :id ORDER BY seq", {"id": session_id})
 
     async def save(
         self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
@@ -215,56 +223,40 @@ class SqlStorage:
         self, segments: Sequence[Segment], upto: int, start: int = 0
     ) -> list[Message]:
         ranges = [
-            and_(
-                messages.c.run_id == s.run_id,
-                messages.c.idx >= max(s.start, start),
-                messages.c.idx < (upto if s.end is None else min(s.end, upto)),
-            )
+            (s.run_id, max(s.start, start), _end(s, upto))
             for s in segments
-            if s.start < upto and (s.end is None or s.end > start)
+            if s.start < upto and _end(s, None) > start
         ]
         if not ranges:
             return []
-        query = select(messages.c.data).where(or_(*ranges)).order_by(messages.c.idx)
-        return await self._all(query, Message)
+        where, params = _ranges("idx >= :lo{i} AND idx < :hi{i}", ranges)
+        sql = f"SELECT data FROM messages WHERE {where} ORDER BY idx"
+        return await self._documents(sql, params, Message)
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
-        async with self.engine.connect() as conn:
-            for s in reversed(segments):
-                if s.start >= before:
-                    continue
-                end = before if s.end is None else min(s.end, before)
-                found = await conn.scalar(
-                    select(messages.c.idx)
-                    .where(
-                        messages.c.run_id == s.run_id,
-                        messages.c.idx >= s.start,
-                        messages.c.idx < end,
-                        messages.c.role == role,
-                    )
-                    .order_by(messages.c.idx.desc())
-                    .limit(1)
-                )
-                if found is not None:
-                    return int(found)
+        sql = (
+            "SELECT idx FROM messages WHERE run_id = :run AND idx >= :lo AND idx < :hi "
+            "AND role = :role ORDER BY idx DESC LIMIT 1"
+        )
+        for s in reversed(segments):
+            if s.start >= before:
+                continue
+            end = before if s.end is None else min(s.end, before)
+            params = {"run": s.run_id, "lo": s.start, "hi": end, "role": role}
+            if found := await self._fetch(sql, params):
+                return int(found[0][0])
         return None
 
     async def list_checkpoints(
         self, segments: Sequence[Segment], upto: int | None = None
     ) -> list[Checkpoint]:
-        ranges = []
-        for s in segments:
-            end = s.end if upto is None else (upto if s.end is None else min(s.end, upto))
-            condition = and_(
-                checkpoints.c.run_id == s.run_id, checkpoints.c.message_index > s.start
-            )
-            if end is not None:
-                condition = and_(condition, checkpoints.c.message_index <= end)
-            ranges.append(condition)
+        # a segment's checkpoints lie in (start, end]: the one at a fork point is its source's
+        ranges = [(s.run_id, s.start, _end(s, upto)) for s in segments]
         if not ranges:
             return []
-        query = select(checkpoints.c.data).where(or_(*ranges)).order_by(checkpoints.c.message_index)
-        return await self._all(query, Checkpoint)
+        where, params = _ranges("message_index > :lo{i} AND message_index <= :hi{i}", ranges)
+        sql = f"SELECT data FROM checkpoints WHERE {where} ORDER BY message_index"
+        return await self._documents(sql, params, Checkpoint)
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -323,9 +315,8 @@ class SqlStorage:
             "state": self._count(_encode(_RunState(**{f: getattr(run, f) for f in _STATE_FIELDS}))),
         }
 
-    async def _runs(self, query: Any) -> list[Run]:
-        async with self.engine.connect() as conn:
-            rows = (await conn.execute(query)).all()
+    async def _runs(self, where: str, params: dict[str, Any]) -> list[Run]:
+        rows = await self._fetch(f"SELECT data, state, revision FROM runs {where}", params)
         return [
             msgspec.structs.replace(
                 _decode_run(data),
@@ -335,11 +326,17 @@ class SqlStorage:
             for data, state, revision in rows
         ]
 
-    async def _all(self, query: Any, kind: type[T]) -> list[T]:
+    async def _documents(self, sql: str, params: dict[str, Any], kind: type[T]) -> list[T]:
+        decode = msgspec.json.Decoder(kind).decode
+        return [decode(data) for (data,) in await self._fetch(sql, params)]
+
+    async def _fetch(self, sql: str, params: dict[str, Any]) -> Sequence[Any]:
+        """Rows of a read. SQLite reads run inline: an indexed read takes microseconds,
+        far less than handing it to a thread and back (see DESIGN.md's measurements)."""
+        if self._reader is not None:
+            return self._reader.execute(sql, params).fetchall()
         async with self.engine.connect() as conn:
-            rows = (await conn.scalars(query)).all()
-        decoder = msgspec.json.Decoder(kind)
-        return [decoder.decode(data) for data in rows]
+            return (await conn.execute(text(sql), params)).all()
 
     async def stored_bytes(self) -> int:
         """The document bytes the database holds now, measured as written (compact JSON),
@@ -358,8 +355,20 @@ class SqlStorage:
         return total
 
 
-def _run_query() -> Any:
-    return select(runs.c.data, runs.c.state, runs.c.revision)
+def _end(segment: Segment, upto: int | None) -> int:
+    """Where a segment ends, cut at `upto`."""
+    return min((e for e in (segment.end, upto) if e is not None), default=_NO_END)
+
+
+def _ranges(condition: str, ranges: list[tuple[str, int, int]]) -> tuple[str, dict[str, Any]]:
+    """`(run_id = :run0 AND <condition 0>) OR ...` and its parameters, one per range."""
+    where = " OR ".join(
+        f"(run_id = :run{i} AND {condition.format(i=i)})" for i in range(len(ranges))
+    )
+    params: dict[str, Any] = {}
+    for i, (run_id, lo, hi) in enumerate(ranges):
+        params |= {f"run{i}": run_id, f"lo{i}": lo, f"hi{i}": hi}
+    return where, params
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
