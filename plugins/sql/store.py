@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import msgspec
-from sqlalchemy import Table, delete, event, insert, select, text, update
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import delete, event, insert, select, text, update
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
@@ -29,6 +29,24 @@ _SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=10000",
 )
 IN_FLIGHT = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
+# Messages and the checkpoint are written only if the run's row was (its revision matched).
+_SAVE_POSTGRESQL = """
+WITH run AS (
+    UPDATE runs SET status = $3, revision = revision + 1, state = $4::jsonb
+    WHERE run_id = $1 AND revision = $2
+    RETURNING run_id
+), new_messages AS (
+    INSERT INTO messages (run_id, idx, role, data)
+    SELECT run.run_id, m.idx, m.role, m.data::jsonb
+    FROM run, unnest($5::int[], $6::text[], $7::text[]) AS m(idx, role, data)
+), new_checkpoint AS (
+    INSERT INTO checkpoints (run_id, message_index, data)
+    SELECT run.run_id, c.idx, c.data::jsonb
+    FROM run, unnest($8::int[], $9::text[]) AS c(idx, data)
+    ON CONFLICT (run_id, message_index) DO UPDATE SET data = excluded.data
+)
+SELECT count(*) FROM run
+"""
 _NO_END = 2**31 - 1  # an open segment's end: the largest INTEGER both backends store
 
 
@@ -67,6 +85,8 @@ class SqlStorage:
                 engine_options
             )
         self.engine = create_async_engine(parsed, **engine_options)
+        # single statements need no transaction: no BEGIN and COMMIT round trips
+        self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         if self.is_sqlite:
             event.listen(self.engine.sync_engine, "connect", _sqlite_connect)
         # SQLite has one writer: queue this process's writers instead of waiting in SQLite.
@@ -177,45 +197,70 @@ class SqlStorage:
         self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
     ) -> None:
         first = run.message_count - len(messages_)
+        state = self._count(_encode(_RunState(**{f: getattr(run, f) for f in _STATE_FIELDS})))
+        rows = [(first + i, m.role, self._count(_encode(m))) for i, m in enumerate(messages_)]
+        mark = None
+        if checkpoint is not None:
+            mark = (checkpoint.message_index, self._count(_encode(checkpoint)))
+        write = self._save_sqlite if self.is_sqlite else self._save_postgresql
+        if not await write(run, state, rows, mark):
+            raise Conflict(f"run {run.run_id} was changed by another writer")
+        run.revision += 1
+
+    async def _save_sqlite(
+        self,
+        run: Run,
+        state: bytes,
+        rows: Sequence[tuple[int, str, bytes]],
+        mark: tuple[int, bytes] | None,
+    ) -> bool:
         async with self._write() as conn:
-            state = _RunState(**{f: getattr(run, f) for f in _STATE_FIELDS})
             updated = await conn.execute(
                 update(runs)
                 .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
-                .values(
-                    status=run.status.value,
-                    revision=run.revision + 1,
-                    state=self._count(_encode(state)),
-                )
+                .values(status=run.status.value, revision=run.revision + 1, state=state)
             )
             if updated.rowcount != 1:
-                raise Conflict(f"run {run.run_id} was changed by another writer")
-            if messages_:
-                rows = [
-                    {
-                        "run_id": run.run_id,
-                        "idx": first + i,
-                        "role": m.role,
-                        "data": self._count(_encode(m)),
-                    }
-                    for i, m in enumerate(messages_)
-                ]
-                await conn.execute(insert(messages), rows)
-            if checkpoint is not None:
-                data = self._count(_encode(checkpoint))
-                row = {
-                    "run_id": checkpoint.run_id,
-                    "message_index": checkpoint.message_index,
-                    "data": data,
-                }
-                upsert = self._insert(checkpoints).values(row)
+                return False
+            if rows:
+                await conn.execute(
+                    insert(messages),
+                    [{"run_id": run.run_id, "idx": i, "role": r, "data": d} for i, r, d in rows],
+                )
+            if mark is not None:
+                upsert = sqlite.insert(checkpoints).values(
+                    run_id=run.run_id, message_index=mark[0], data=mark[1]
+                )
                 await conn.execute(
                     upsert.on_conflict_do_update(
                         index_elements=["run_id", "message_index"],
                         set_={"data": upsert.excluded.data},
                     )
                 )
-        run.revision += 1
+        return True
+
+    async def _save_postgresql(
+        self,
+        run: Run,
+        state: bytes,
+        rows: Sequence[tuple[int, str, bytes]],
+        mark: tuple[int, bytes] | None,
+    ) -> bool:
+        """The whole boundary in one statement: one round trip, atomic without BEGIN."""
+        params = (
+            run.run_id,
+            run.revision,
+            run.status.value,
+            state.decode(),
+            [i for i, _, _ in rows],
+            [r for _, r, _ in rows],
+            [d.decode() for _, _, d in rows],
+            [mark[0]] if mark else [],
+            [mark[1].decode()] if mark else [],
+        )
+        async with self._autocommit.connect() as conn:
+            saved = await conn.exec_driver_sql(_SAVE_POSTGRESQL, params)
+            return saved.scalar() == 1
 
     # -- transcripts -----------------------------------------------------------------
 
@@ -288,10 +333,6 @@ class SqlStorage:
                 .with_for_update()
             )
 
-    def _insert(self, table: Table) -> Any:
-        """The dialect's INSERT, which knows ON CONFLICT."""
-        return (sqlite.insert if self.is_sqlite else postgresql.insert)(table)
-
     def _count(self, data: bytes) -> bytes:
         self.bytes_written += len(data)
         return data
@@ -335,7 +376,7 @@ class SqlStorage:
         far less than handing it to a thread and back (see DESIGN.md's measurements)."""
         if self._reader is not None:
             return self._reader.execute(sql, params).fetchall()
-        async with self.engine.connect() as conn:
+        async with self._autocommit.connect() as conn:
             return (await conn.execute(text(sql), params)).all()
 
     async def stored_bytes(self) -> int:
