@@ -19,6 +19,7 @@ DEFAULT_APP = "runpoint.plugins.demo:agents"
 DEFAULT_DB = "runpoint.db"
 # `serve` hands its choices to the app factory (in each worker process) through these
 APP_ENV, DB_ENV = "RUNPOINT_APP", "RUNPOINT_DB"
+DB_HELP = "database URL or SQLite file (default: $RUNPOINT_DB or ./runpoint.db)"
 
 
 def load_agents(spec: str) -> Iterable[Agent]:
@@ -60,21 +61,36 @@ def serve(args: argparse.Namespace) -> None:
     )
 
 
+def upgrade_database(db: str) -> None:
+    """Bring the database's schema up to date (opening storage applies its migrations)."""
+    import asyncio
+
+    from runpoint.host import PluginHost
+
+    async def upgrade() -> None:
+        storage = PluginHost().storage(database_url(db))
+        await storage.open()
+        await storage.close()
+
+    asyncio.run(upgrade())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runpoint", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
     run = sub.add_parser("serve", help="serve the run dialect over HTTP")
     run.add_argument("--app", default=DEFAULT_APP, help="agents to serve, as module:attribute")
-    run.add_argument(
-        "--db",
-        default=os.environ.get(DB_ENV, DEFAULT_DB),
-        help="database URL or SQLite file (default: $RUNPOINT_DB or ./runpoint.db)",
-    )
+    run.add_argument("--db", default=os.environ.get(DB_ENV, DEFAULT_DB), help=DB_HELP)
     run.add_argument("--host", default="127.0.0.1")
     run.add_argument("--port", type=int, default=7777)
     run.add_argument("--workers", type=int, default=1)
     run.add_argument("--log-level", default="info")
+    db = sub.add_parser("db", help="manage the database").add_subparsers(
+        dest="db_command", required=True
+    )
+    upgrade = db.add_parser("upgrade", help="apply the schema migrations")
+    upgrade.add_argument("--db", default=os.environ.get(DB_ENV, DEFAULT_DB), help=DB_HELP)
     args = parser.parse_args(argv)
     if args.command == "version":
         from importlib.metadata import version
@@ -82,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         print(version("runpoint"))
     elif args.command == "serve":
         serve(args)
+    elif args.command == "db":
+        upgrade_database(args.db)
+        print(f"{args.db}: schema up to date")
     return 0
 
 
