@@ -13,7 +13,9 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.enums import HttpMethod
 from litestar.handlers import HTTPRouteHandler
+from litestar.static_files import create_static_files_router
 
+from runpoint.adapters import console
 from runpoint.agent import Agent
 from runpoint.services import DEFAULT_DATABASE, Runpoint
 
@@ -41,8 +43,10 @@ def build(rp: Runpoint, doc: dict[str, Any] | None = None) -> Litestar:
     paths: dict[str, dict[str, Endpoint]] = {}
     for op in ops:
         paths.setdefault(op.path, {})[op.method] = _endpoint(rp, op, HANDLERS[op.operation_id])
+    # The console's static files at /ui: not an operation of the document, a client of them.
+    ui = create_static_files_router("/ui", [console.DIRECTORY], html_mode=True, name="console")
     return Litestar(
-        route_handlers=[_route(path, endpoints) for path, endpoints in paths.items()],
+        route_handlers=[*(_route(path, endpoints) for path, endpoints in paths.items()), ui],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
         exception_handlers=EXCEPTION_HANDLERS,

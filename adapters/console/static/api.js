@@ -1,0 +1,104 @@
+// The public HTTP API of runpoint (openapi/openapi.yaml), and nothing else: the same routes
+// any client uses. Every failure is an ApiError carrying the server's {detail, error_code}.
+
+export class ApiError extends Error {
+  constructor(status, detail, code, requestId) {
+    super(detail);
+    this.status = status; // 0 when the server could not be reached
+    this.code = code;
+    this.requestId = requestId;
+  }
+}
+
+// The events after which a run's stream ends (openapi RunEventMessage).
+export const FINAL_EVENTS = new Set(["RunCompleted", "RunPaused", "RunCancelled", "RunError"]);
+
+const path = (strings, ...values) =>
+  strings.reduce((out, s, i) => out + s + (i < values.length ? encodeURIComponent(values[i]) : ""), "");
+
+async function send(url, init = {}) {
+  let response;
+  try {
+    response = await fetch(url, init);
+  } catch (error) {
+    throw new ApiError(0, "The server cannot be reached.", "NETWORK_ERROR", null);
+  }
+  if (!response.ok) {
+    const requestId = response.headers.get("x-request-id");
+    let body = {};
+    try {
+      body = await response.json();
+    } catch {
+      // not the API's error shape: keep the status line
+    }
+    throw new ApiError(
+      response.status,
+      body.detail || `${response.status} ${response.statusText}`,
+      body.error_code || "HTTP_ERROR",
+      requestId,
+    );
+  }
+  return response;
+}
+
+async function json(url, init) {
+  const response = await send(url, init);
+  return response.status === 204 ? null : response.json();
+}
+
+const post = (body, accept = "application/json") => ({
+  method: "POST",
+  headers: { "Content-Type": "application/json", Accept: accept },
+  body: JSON.stringify(body),
+});
+
+export const api = {
+  agents: () => json("/agents"),
+  sessions: (limit = 100) => json(`/sessions?limit=${limit}`),
+  session: (sessionId) => json(path`/sessions/${sessionId}`),
+  sessionRuns: (sessionId) => json(path`/sessions/${sessionId}/runs`),
+  run: (agentId, runId, sessionId) =>
+    json(path`/agents/${agentId}/runs/${runId}?session_id=${sessionId}`),
+  timeline: (agentId, runId, sessionId) =>
+    json(path`/agents/${agentId}/runs/${runId}/checkpoints?session_id=${sessionId}`),
+  snapshot: (agentId, runId, sessionId, index) =>
+    json(path`/agents/${agentId}/runs/${runId}/checkpoints/${index}?session_id=${sessionId}`),
+  forkSession: (agentId, sessionId) =>
+    json(path`/agents/${agentId}/sessions/${sessionId}/fork`, { method: "POST" }),
+
+  // Streams: POST with stream=true, read as Server-Sent Events (EventSource cannot POST).
+  createRun: (agentId, body, signal) =>
+    events(path`/agents/${agentId}/runs`, body, signal),
+  continueRun: (agentId, runId, body, signal) =>
+    events(path`/agents/${agentId}/runs/${runId}/continue`, body, signal),
+};
+
+// Yields {event, data} for each Server-Sent Event of a run. A refused request throws before
+// the first event (the server validates before it streams).
+async function* events(url, body, signal) {
+  const response = await send(url, { ...post({ ...body, stream: true }, "text/event-stream"), signal });
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replaceAll("\r\n", "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const frame = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const parsed = parseFrame(frame);
+      if (parsed) yield parsed;
+    }
+  }
+}
+
+function parseFrame(frame) {
+  let event = "message";
+  const data = [];
+  for (const line of frame.split("\n")) {
+    if (line.startsWith("event:")) event = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+  }
+  return data.length ? { event, data: JSON.parse(data.join("\n")) } : null;
+}
