@@ -3,7 +3,18 @@ that are queried; messages and checkpoints are only ever inserted."""
 
 from typing import Any
 
-from sqlalchemy import Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    false,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -55,7 +66,13 @@ runs = Table(
     # (status, counts, content) is the small `state` document, rewritten at each boundary
     Column("data", Document, nullable=False),
     Column("state", Document, nullable=False),
+    # who executes the run, until when: a run whose lease ran out lost its process
+    Column("lease_owner", String(64)),
+    Column("lease_expires_at", Float),
+    Column("cancel_requested", Boolean, nullable=False, server_default=false()),
+    Column("recoveries", Integer, nullable=False, server_default="0"),
     Index("ix_runs_session_seq", "session_id", "seq"),
+    Index("ix_runs_status_lease", "status", "lease_expires_at"),
 )
 
 messages = Table(
@@ -65,6 +82,28 @@ messages = Table(
     Column("idx", Integer, primary_key=True, autoincrement=False),
     Column("role", String(16), nullable=False),
     Column("data", Document, nullable=False),
+)
+
+# A side-effecting tool call is recorded before it runs and again when it ends, so a
+# resumed run never runs it twice: finished calls replay, unfinished ones are in doubt.
+tool_calls = Table(
+    "tool_calls",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("tool_call_id", String(200), primary_key=True),
+    Column("started_at", Float, nullable=False),
+    Column("result", Document),  # the tool message, once the call ended
+)
+
+# The first answer to a request sent with an Idempotency-Key, replayed to its retries.
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("scope", String(200), primary_key=True),
+    Column("key", String(200), primary_key=True),
+    Column("fingerprint", String(64), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("response", Document),
 )
 
 checkpoints = Table(
