@@ -21,6 +21,7 @@ from runpoint import transcript as tx
 from runpoint.agent import Agent
 from runpoint.model import Model, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
 from runpoint.policy import Boundary, BoundaryKind, CheckpointPolicy
+from runpoint.recovery import Leases
 from runpoint.storage import Storage
 from runpoint.types import Checkpoint, Message, Run, RunEvent, RunStatus, ToolCall, new_id, now
 
@@ -36,6 +37,7 @@ class RunTask:
     policy_name: str
     policy: CheckpointPolicy
     storage: Storage
+    leases: Leases
     hook: pluggy.HookRelay
     run: Run
     emit: Callable[[RunEvent], None]
@@ -66,7 +68,8 @@ class RunTask:
                     await self.tool_batch(calls)
                 elif self.transcript and self.transcript[-1].role == "assistant":
                     return await self.finish(RunStatus.COMPLETED, "RunCompleted")
-                elif self.cancel_requested.is_set():  # only here is the transcript whole
+                elif self.cancel_requested.is_set() or self.run.cancel_requested:
+                    # a cancel (from here or another process) stops where all is whole
                     return await self.finish(RunStatus.CANCELLED, "RunCancelled")
                 elif self.model_turns >= self.agent.max_turns:
                     self.run.error = f"the run reached its limit of {self.agent.max_turns} turns"
@@ -229,6 +232,7 @@ class RunTask:
             self.hook.runpoint_checkpoint_written(run=self.run, checkpoint=checkpoint)
 
     async def save(self, checkpoint: Checkpoint | None) -> None:
+        self.leases.stamp(self.run)
         self.run.content = tx.final_content(self.transcript[self.run.own_start :])
         self.run.updated_at = now()
         await self.storage.save(self.run, self.unsaved, checkpoint)

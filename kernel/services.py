@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -19,6 +19,7 @@ from runpoint.errors import Conflict, InvalidBoundary, InvalidRequest, NotContin
 from runpoint.host import PluginHost
 from runpoint.loop import RunTask
 from runpoint.model import Model
+from runpoint.recovery import Leases
 from runpoint.storage import Storage
 from runpoint.types import (
     Checkpoint,
@@ -90,16 +91,27 @@ class Runpoint:
         host: PluginHost | None = None,
         busy_session: Literal["conflict", "wait"] = "conflict",
         busy_timeout: float = 30.0,
+        lease_seconds: float = 30.0,
+        max_recoveries: int = 3,
+        recover: bool = True,
     ) -> None:
         """`busy_session` says what a new run in a session that has a run in flight
-        does: fail with Conflict, or wait (up to `busy_timeout` seconds) for it."""
+        does: fail with Conflict, or wait (up to `busy_timeout` seconds) for it.
+
+        A run executing here holds a lease of `lease_seconds`, renewed while it goes;
+        with `recover`, this process resumes runs whose process died (their lease ran
+        out), each at most `max_recoveries` times (see runpoint.recovery)."""
         self.host = host or PluginHost()
         self.agents = {agent.id: agent for agent in agents}
         self.storage = storage or self.host.storage(database)
         self.busy_session = busy_session
         self.busy_timeout = busy_timeout
+        self.leases = Leases(
+            self.storage, lease_seconds=lease_seconds, max_recoveries=max_recoveries
+        )
+        self._recover = recover
         self._active: dict[str, RunTask] = {}
-        self._background: set[asyncio.Task[Run]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
         for agent in self.agents.values():  # fail at start-up, not at the first run
             self.host.policy(agent.checkpoint)
             if isinstance(agent.model, str):
@@ -107,6 +119,11 @@ class Runpoint:
 
     async def open(self) -> Runpoint:
         await self.storage.open()
+        if self._recover:
+            watch = self.leases.watch(
+                lambda: list(self._active), list(self.agents), self._recovered
+            )
+            self._keep(asyncio.create_task(watch, name="lease watch"))
         return self
 
     async def close(self) -> None:
@@ -155,6 +172,7 @@ class Runpoint:
             policy=agent.checkpoint,
             segments=[Segment(run_id, 0)],
         )
+        self.leases.stamp(run)
         while True:
             try:
                 run = await self.storage.start_in_session(run)
@@ -297,6 +315,7 @@ class Runpoint:
             forked_from_message_index=index,
             regenerated_from=source.run_id if regenerate else None,
         )
+        self.leases.stamp(run)
         await self.storage.create_runs([run])
         new = [Message(role="user", content=input)] if input is not None else []
         return await self._start(agent, run, new, stream, model=model)
@@ -304,15 +323,20 @@ class Runpoint:
     async def cancel(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> Run:
-        """Cancel a run; one executing here stops at its next boundary."""
+        """Cancel a run. One executing (here or in another process) stops at its next
+        boundary; one nobody executes (paused, or its process died) ends now."""
         run = await self._run(run_id, session_id, agent_id)
         if (task := self._active.get(run_id)) is not None:
             task.cancel_requested.set()
+            return run
+        if self.leases.is_held_elsewhere(run) and await self.storage.request_cancel(run_id):
+            run.cancel_requested = True
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
             raise NotContinuable(f"run {run_id} already ended: {run.status}")
         run.status = RunStatus.CANCELLED
         run.updated_at = now()
+        self.leases.stamp(run)
         await self.storage.save(run, [], None)
         return run
 
@@ -457,9 +481,12 @@ class Runpoint:
         new = [Message(role="user", content=input)] if input is not None else []
         if model is not None:
             run.model = model
+        if self.leases.is_held_elsewhere(run):
+            raise Conflict(f"run {run.run_id} is executing in another process")
         # Claim the run: a concurrent continue of it (here or in another process) read
         # the same revision, and its claim now fails with Conflict.
         run.status = RunStatus.RUNNING
+        self.leases.stamp(run)
         await self.storage.save(run, [], None)
         return await self._start(
             agent, run, new, stream, decisions=decisions, resumed=True, model=model
@@ -488,6 +515,7 @@ class Runpoint:
             policy_name=agent.checkpoint,
             policy=self.host.policy(agent.checkpoint),
             storage=self.storage,
+            leases=self.leases,
             hook=self.host.hook,
             run=run,
             emit=emit,
@@ -506,9 +534,17 @@ class Runpoint:
                     queue.put_nowait(None)
 
         running = asyncio.create_task(execute(), name=f"run {run.run_id}")
-        self._background.add(running)
-        running.add_done_callback(self._background.discard)
+        self._keep(running)
         return RunHandle(msgspec.structs.replace(run), running, queue)
+
+    def _keep(self, task: asyncio.Task[Any]) -> None:
+        """Hold a background task until it ends (asyncio keeps only weak references)."""
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _recovered(self, run: Run) -> RunHandle:
+        """Resume a run claimed from a process that died."""
+        return await self._start(self.agent(run.agent_id), run, [], False, resumed=True)
 
     def _model(self, agent: Agent) -> Model:
         return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model

@@ -3,7 +3,7 @@ by (run_id, message_index); a fork stores only its own rows (see `Segment`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
 from runpoint.types import Checkpoint, Message, Role, Run, Segment, Session
@@ -47,7 +47,18 @@ class Storage(Protocol):
         (an "end" replaces a checkpoint the run wrote at the same index).
 
         One writer per run: this raises Conflict if the run was written since it was read
-        (its `revision` moved on), and bumps `run.revision` when it succeeds."""
+        (its `revision` moved on), and bumps `run.revision` when it succeeds. It writes the
+        run's lease and recoveries, and reads back `cancel_requested`."""
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Flag a PENDING or RUNNING run for cancellation (its writer sees the flag at its
+        next save); False if the run is in neither state."""
+
+    async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
+        """Extend the leases `owner` holds on these RUNNING runs."""
+
+    async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
+        """RUNNING runs of these agents whose lease ran out before `before`."""
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0

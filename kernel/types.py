@@ -115,6 +115,12 @@ class Run(msgspec.Struct, omit_defaults=True):
     usage: Usage = msgspec.field(default_factory=Usage)
     # the storage's count of writes to this run, for one writer at a time
     revision: int = 0
+    # durability (see runpoint.recovery): who executes the run until when, how often it
+    # was resumed after its process died, and whether a cancel is waiting for it
+    lease_owner: str | None = None
+    lease_expires_at: float | None = None
+    recoveries: int = 0
+    cancel_requested: bool = False
 
     @property
     def own_start(self) -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -29,12 +29,14 @@ _SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=10000",
 )
 IN_FLIGHT = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-# Messages and the checkpoint are written only if the run's row was (its revision matched).
+# Messages and the checkpoint are written only if the run's row was (its revision matched);
+# no row back means it was not.
 _SAVE_POSTGRESQL = """
 WITH run AS (
-    UPDATE runs SET status = $3, revision = revision + 1, state = $4::jsonb
+    UPDATE runs SET status = $3, revision = revision + 1, state = $4::jsonb,
+        lease_owner = $10, lease_expires_at = $11, recoveries = $12
     WHERE run_id = $1 AND revision = $2
-    RETURNING run_id
+    RETURNING run_id, cancel_requested
 ), new_messages AS (
     INSERT INTO messages (run_id, idx, role, data)
     SELECT run.run_id, m.idx, m.role, m.data::jsonb
@@ -45,7 +47,7 @@ WITH run AS (
     FROM run, unnest($8::int[], $9::text[]) AS c(idx, data)
     ON CONFLICT (run_id, message_index) DO UPDATE SET data = excluded.data
 )
-SELECT count(*) FROM run
+SELECT cancel_requested FROM run
 """
 _NO_END = 2**31 - 1  # an open segment's end: the largest INTEGER both backends store
 
@@ -65,6 +67,7 @@ class _RunState(msgspec.Struct, omit_defaults=True):
 
 _STATE_FIELDS = _RunState.__struct_fields__
 _decode_run = msgspec.json.Decoder(Run).decode
+_RUN_COLUMNS = "data, state, revision, lease_owner, lease_expires_at, recoveries, cancel_requested"
 _decode_state = msgspec.json.Decoder(_RunState).decode
 
 
@@ -203,9 +206,11 @@ class SqlStorage:
         if checkpoint is not None:
             mark = (checkpoint.message_index, self._count(_encode(checkpoint)))
         write = self._save_sqlite if self.is_sqlite else self._save_postgresql
-        if not await write(run, state, rows, mark):
+        cancel_requested = await write(run, state, rows, mark)
+        if cancel_requested is None:
             raise Conflict(f"run {run.run_id} was changed by another writer")
         run.revision += 1
+        run.cancel_requested = cancel_requested
 
     async def _save_sqlite(
         self,
@@ -213,15 +218,23 @@ class SqlStorage:
         state: bytes,
         rows: Sequence[tuple[int, str, bytes]],
         mark: tuple[int, bytes] | None,
-    ) -> bool:
+    ) -> bool | None:
         async with self._write() as conn:
-            updated = await conn.execute(
+            cancel_requested = await conn.scalar(
                 update(runs)
                 .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
-                .values(status=run.status.value, revision=run.revision + 1, state=state)
+                .values(
+                    status=run.status.value,
+                    revision=run.revision + 1,
+                    state=state,
+                    lease_owner=run.lease_owner,
+                    lease_expires_at=run.lease_expires_at,
+                    recoveries=run.recoveries,
+                )
+                .returning(runs.c.cancel_requested)
             )
-            if updated.rowcount != 1:
-                return False
+            if cancel_requested is None:
+                return None
             if rows:
                 await conn.execute(
                     insert(messages),
@@ -237,7 +250,7 @@ class SqlStorage:
                         set_={"data": upsert.excluded.data},
                     )
                 )
-        return True
+        return bool(cancel_requested)
 
     async def _save_postgresql(
         self,
@@ -245,7 +258,7 @@ class SqlStorage:
         state: bytes,
         rows: Sequence[tuple[int, str, bytes]],
         mark: tuple[int, bytes] | None,
-    ) -> bool:
+    ) -> bool | None:
         """The whole boundary in one statement: one round trip, atomic without BEGIN."""
         params = (
             run.run_id,
@@ -257,10 +270,14 @@ class SqlStorage:
             [d.decode() for _, _, d in rows],
             [mark[0]] if mark else [],
             [mark[1].decode()] if mark else [],
+            run.lease_owner,
+            run.lease_expires_at,
+            run.recoveries,
         )
         async with self._autocommit.connect() as conn:
             saved = await conn.exec_driver_sql(_SAVE_POSTGRESQL, params)
-            return saved.scalar() == 1
+            cancel_requested: bool | None = saved.scalar()
+            return cancel_requested
 
     # -- transcripts -----------------------------------------------------------------
 
@@ -352,20 +369,55 @@ class SqlStorage:
             "session_id": run.session_id,
             "status": run.status.value,
             "revision": run.revision,
+            "lease_owner": run.lease_owner,
+            "lease_expires_at": run.lease_expires_at,
             "data": self._count(_encode(run)),
             "state": self._count(_encode(_RunState(**{f: getattr(run, f) for f in _STATE_FIELDS}))),
         }
 
     async def _runs(self, where: str, params: dict[str, Any]) -> list[Run]:
-        rows = await self._fetch(f"SELECT data, state, revision FROM runs {where}", params)
+        rows = await self._fetch(f"SELECT {_RUN_COLUMNS} FROM runs {where}", params)
         return [
             msgspec.structs.replace(
                 _decode_run(data),
-                revision=revision,
                 **msgspec.structs.asdict(_decode_state(state)),
+                revision=revision,
+                lease_owner=owner,
+                lease_expires_at=expires,
+                recoveries=recoveries,
+                cancel_requested=bool(cancel),  # SQLite says 0 or 1
             )
-            for data, state, revision in rows
+            for data, state, revision, owner, expires, recoveries, cancel in rows
         ]
+
+    async def request_cancel(self, run_id: str) -> bool:
+        async with self._write() as conn:
+            flagged = await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run_id, runs.c.status.in_(IN_FLIGHT))
+                .values(cancel_requested=True)
+            )
+            return bool(flagged.rowcount)
+
+    async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                update(runs)
+                .where(
+                    runs.c.lease_owner == owner,
+                    runs.c.run_id.in_(list(run_ids)),
+                    runs.c.status == RunStatus.RUNNING.value,
+                )
+                .values(lease_expires_at=until)
+            )
+
+    async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
+        expired = await self._runs(
+            "WHERE status = :status AND (lease_expires_at IS NULL OR lease_expires_at < :t)"
+            " ORDER BY lease_expires_at LIMIT 20",
+            {"status": RunStatus.RUNNING.value, "t": before},
+        )
+        return [r for r in expired if r.agent_id in agent_ids]
 
     async def _documents(self, sql: str, params: dict[str, Any], kind: type[T]) -> list[T]:
         decode = msgspec.json.Decoder(kind).decode

@@ -24,6 +24,7 @@ def count_population(city: str) -> str:
 
 agent = Agent(id="counter", model="scripted:demo", tools=[count_population])
 QUESTION = "Paris, Tokyo and Lagos"
+LEASE_SECONDS = 1.0  # short, so the test need not wait long for the lease to run out
 
 
 class FreezeAfterSecondCheckpoint:
@@ -36,7 +37,7 @@ class FreezeAfterSecondCheckpoint:
 
 async def main(database: str) -> None:
     host = PluginHost([FreezeAfterSecondCheckpoint()])
-    async with Runpoint([agent], database=database, host=host) as rp:
+    async with Runpoint([agent], database=database, host=host, lease_seconds=LEASE_SECONDS) as rp:
         await (await rp.create_run("counter", QUESTION)).result()
 
 

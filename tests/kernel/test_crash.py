@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from runpoint.errors import Conflict
+from runpoint.services import Runpoint
 from runpoint.types import RunStatus
-from tests.conftest import OpenRunpoint
 from tests.kernel import crashing
 
 
 async def test_a_killed_run_resumes_without_rerunning_completed_batches(
-    open_runpoint: OpenRunpoint, database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = tmp_path / "calls.txt"
     child = await asyncio.create_subprocess_exec(
@@ -32,16 +34,22 @@ async def test_a_killed_run_resumes_without_rerunning_completed_batches(
     assert counter.read_text().split() == ["Paris", "Tokyo"]
 
     monkeypatch.setenv("COUNTER", str(counter))
-    rp = await open_runpoint([crashing.agent])
-    detail = await rp.get_run(run_id)
-    assert detail.run.status is RunStatus.RUNNING  # as it was when it died
-    assert detail.run.last_checkpoint_at_message_index == 5
-    assert [t.result for t in detail.tools] == ["Paris: many", "Tokyo: many"]
+    # by hand here; tests/kernel/test_recovery.py lets the lease watch do it
+    async with Runpoint([crashing.agent], database=database, recover=False) as rp:
+        detail = await rp.get_run(run_id)
+        assert detail.run.status is RunStatus.RUNNING  # as it was when it died
+        assert detail.run.last_checkpoint_at_message_index == 5
+        assert [t.result for t in detail.tools] == ["Paris: many", "Tokyo: many"]
+        assert detail.run.lease_expires_at is not None
+        if detail.run.lease_expires_at > time.time():
+            with pytest.raises(Conflict, match="executing in another process"):
+                await rp.continue_run(run_id)
+            await asyncio.sleep(detail.run.lease_expires_at - time.time())
 
-    run = await (await rp.continue_run(run_id)).result()
+        run = await (await rp.continue_run(run_id)).result()
+        _, timeline = await rp.timeline(run_id)
     assert (run.run_id, run.status) == (run_id, RunStatus.COMPLETED)
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # each ran once
-    _, timeline = await rp.timeline(run_id)
     assert [(c.message_index, c.reason) for c in timeline] == [
         (3, "checkpoint"),
         (5, "checkpoint"),

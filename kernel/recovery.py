@@ -1,0 +1,85 @@
+"""Leases: how a run survives its process.
+
+A process executing a run holds a lease on it, renewed as the run goes and by a heartbeat
+in between. A run whose lease ran out lost its process (SIGKILL, power loss): the sweeper
+of any process that knows the run's agent claims it (one winner, by the run's revision)
+and resumes it from its last durable boundary, up to `max_recoveries` times; after that
+the run ends ERROR with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Collection
+
+from runpoint.errors import Conflict
+from runpoint.storage import Storage
+from runpoint.types import Run, RunStatus, new_id, now
+
+log = logging.getLogger(__name__)
+
+
+class Leases:
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        lease_seconds: float,
+        max_recoveries: int,
+    ) -> None:
+        self.storage = storage
+        self.owner = new_id()
+        self.lease_seconds = lease_seconds
+        self.max_recoveries = max_recoveries
+
+    def stamp(self, run: Run) -> None:
+        """Take (or renew) the lease of a run this process executes; drop it when the
+        run is no longer RUNNING."""
+        if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
+            run.lease_owner, run.lease_expires_at = self.owner, now() + self.lease_seconds
+        else:
+            run.lease_owner, run.lease_expires_at = None, None
+
+    def is_held_elsewhere(self, run: Run) -> bool:
+        """Whether another live process executes this run."""
+        return (
+            run.status in (RunStatus.RUNNING, RunStatus.PENDING)
+            and run.lease_owner not in (None, self.owner)
+            and (run.lease_expires_at or 0) > now()
+        )
+
+    async def watch(
+        self,
+        active: Callable[[], Collection[str]],
+        agents: Collection[str],
+        resume: Callable[[Run], Awaitable[object]],
+    ) -> None:
+        """Renew this process's leases and resume runs whose process died, forever."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                if running := active():
+                    await self.storage.renew_leases(self.owner, running, now() + self.lease_seconds)
+                for run in await self.storage.expired_runs(now(), agents):
+                    await self._recover(run, resume)
+            except Exception:  # a lost database connection must not end the watch
+                log.exception("lease watch failed; retrying")
+
+    async def _recover(self, run: Run, resume: Callable[[Run], Awaitable[object]]) -> None:
+        if run.recoveries >= self.max_recoveries:
+            run.status = RunStatus.ERROR
+            run.error = (
+                f"the run's process was lost {run.recoveries + 1} times; "
+                f"it was resumed {run.recoveries} times and is not resumed again"
+            )
+        else:
+            run.recoveries += 1
+        self.stamp(run)
+        try:
+            await self.storage.save(run, [], None)  # the claim: one process wins
+        except Conflict:
+            return
+        if run.status is RunStatus.RUNNING:
+            log.info("resuming run %s after its process was lost", run.run_id)
+            await resume(run)
