@@ -1,0 +1,98 @@
+"""Durable runs: a run whose process dies is resumed by another; cancel reaches any process."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from runpoint.agent import Agent
+from runpoint.services import Runpoint
+from runpoint.types import Run, RunStatus
+from tests.kernel import crashing
+
+
+async def kill_after_second_checkpoint(database: str, counter: Path) -> str:
+    """Start a run in another process, SIGKILL it after its second tool batch."""
+    child = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter)),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
+    assert child.stdout is not None
+    async with asyncio.timeout(60):
+        lines = [(await child.stdout.readline()).decode().split() for _ in range(2)]
+    child.kill()
+    await child.wait()
+    return lines[0][0]
+
+
+async def until(rp: Runpoint, run_id: str, *statuses: RunStatus) -> Run:
+    async with asyncio.timeout(30):
+        while (run := (await rp.get_run(run_id)).run).status not in statuses:  # noqa: ASYNC110 (polls as a client would)
+            await asyncio.sleep(0.05)
+    return run
+
+
+async def test_another_process_resumes_a_run_whose_process_died(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = tmp_path / "calls.txt"
+    monkeypatch.setenv("COUNTER", str(counter))
+    run_id = await kill_after_second_checkpoint(database, counter)
+    async with Runpoint([crashing.agent], database=database, lease_seconds=0.5) as rp:
+        died = (await rp.get_run(run_id)).run
+        run = await until(rp, run_id, RunStatus.COMPLETED)
+        assert time.time() - (died.lease_expires_at or 0) < 5
+    assert run.recoveries == 1 and run.lease_owner is None
+    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # none twice
+
+
+async def test_a_run_that_keeps_dying_ends_in_error(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = tmp_path / "calls.txt"
+    monkeypatch.setenv("COUNTER", str(counter))
+    run_id = await kill_after_second_checkpoint(database, counter)
+    options = {"lease_seconds": 0.5, "max_recoveries": 0}
+    async with Runpoint([crashing.agent], database=database, **options) as rp:  # type: ignore[arg-type]
+        run = await until(rp, run_id, RunStatus.ERROR)
+        assert run.error == (
+            "the run's process was lost 1 times; it was resumed 0 times and is not resumed again"
+        )
+        # a person can still finish it: continue from end resumes it
+        resumed = await (await rp.continue_run(run_id)).result()
+        assert resumed.status is RunStatus.COMPLETED
+    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]
+
+
+gates: dict[str, asyncio.Event] = {}
+
+
+async def hold(city: str) -> str:
+    """A tool that keeps its run in flight until the test lets it go."""
+    await gates["hold"].wait()
+    return "held"
+
+
+async def test_cancel_from_another_process_stops_the_run_at_its_next_boundary(
+    database: str,
+) -> None:
+    gates["hold"] = asyncio.Event()
+    agent = Agent(id="slow", model="scripted:demo", tools=[hold])
+    async with (
+        Runpoint([agent], database=database) as executing,
+        Runpoint([agent], database=database) as other,
+    ):
+        handle = await executing.create_run("slow", "Paris and Tokyo")
+        await asyncio.sleep(0.2)  # the first tool call is under way
+        asked = await other.cancel(handle.run.run_id)
+        assert asked.cancel_requested and asked.status is RunStatus.RUNNING
+        gates["hold"].set()
+        run = await handle.result()
+    assert run.status is RunStatus.CANCELLED
+    # the batch under way finished; the next model turn never started
+    assert run.message_count == 3 and run.last_checkpoint_at_message_index == 3
