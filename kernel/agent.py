@@ -8,11 +8,16 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints, overload
+from typing import Any, Literal, get_type_hints, overload
 
 import msgspec
 
 from runpoint.model import Model, ToolSchema
+
+# What running a tool does to the world, which decides what a resumed run may do with a
+# call that was under way when its process died: run a `read` or `idempotent` call again;
+# never a `side-effect` call (the default), whose start and end are recorded durably.
+Effect = Literal["read", "idempotent", "side-effect"]
 
 
 @dataclass(frozen=True)
@@ -21,6 +26,7 @@ class Tool:
     schema: ToolSchema
     arguments: type[msgspec.Struct]
     requires_confirmation: bool = False
+    effect: Effect = "side-effect"
 
     @property
     def name(self) -> str:
@@ -43,7 +49,7 @@ def tool(function: Callable[..., Any], /) -> Tool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, requires_confirmation: bool = False
+    *, name: str | None = None, requires_confirmation: bool = False, effect: Effect = ...
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -53,16 +59,19 @@ def tool(
     *,
     name: str | None = None,
     requires_confirmation: bool = False,
+    effect: Effect = "side-effect",
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a Tool of a function; usable bare (``@tool``) or with options."""
 
     def wrap(fn: Callable[..., Any]) -> Tool:
-        return _make_tool(fn, name or fn.__name__, requires_confirmation)
+        return _make_tool(fn, name or fn.__name__, requires_confirmation, effect)
 
     return wrap(function) if function is not None else wrap
 
 
-def _make_tool(fn: Callable[..., Any], name: str, requires_confirmation: bool) -> Tool:
+def _make_tool(
+    fn: Callable[..., Any], name: str, requires_confirmation: bool, effect: Effect
+) -> Tool:
     hints = get_type_hints(fn)
     fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
     for param in inspect.signature(fn).parameters.values():
@@ -81,7 +90,8 @@ def _make_tool(fn: Callable[..., Any], name: str, requires_confirmation: bool) -
     for param_name, doc in param_docs.items():
         if param_name in parameters.get("properties", {}):
             parameters["properties"][param_name]["description"] = doc
-    return Tool(fn, ToolSchema(name, summary, parameters), arguments, requires_confirmation)
+    schema = ToolSchema(name, summary, parameters)
+    return Tool(fn, schema, arguments, requires_confirmation, effect)
 
 
 _ARG_LINE = re.compile(r"^\s+(\w+)(?:\s*\([^)]*\))?\s*:\s*(.+)$")

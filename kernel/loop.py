@@ -26,6 +26,9 @@ from runpoint.storage import Storage
 from runpoint.types import Checkpoint, Message, Run, RunEvent, RunStatus, ToolCall, new_id, now
 
 REJECTED = "The user rejected this tool call."
+SKIPPED = "A person chose not to run this call again: it may have run before its process died."
+# a person's decision on a paused call: run it (True), do not (False), or its result (str)
+Decision = bool | str
 
 
 @dataclass
@@ -45,7 +48,7 @@ class RunTask:
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
     transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
     unsaved: list[Message] = field(default_factory=list)
-    decisions: Mapping[str, bool] = field(default_factory=dict)  # tool_call_id -> confirmed
+    decisions: Mapping[str, Decision] = field(default_factory=dict)  # by tool_call_id
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     resumed: bool = False
     model_turns: int = 0
@@ -63,9 +66,15 @@ class RunTask:
             await self.save(checkpoint=None)
             while True:
                 if calls := tx.unanswered_calls(self.transcript):
-                    if self.undecided(calls):
+                    records = await self.tool_records(calls)
+                    self.run.in_doubt = [
+                        c.id
+                        for c in calls
+                        if c.id in records and records[c.id] is None and c.id not in self.decisions
+                    ]
+                    if self.run.in_doubt or self.undecided(calls):
                         return await self.pause(calls)
-                    await self.tool_batch(calls)
+                    await self.tool_batch(calls, records)
                 elif self.transcript and self.transcript[-1].role == "assistant":
                     return await self.finish(RunStatus.COMPLETED, "RunCompleted")
                 elif self.cancel_requested.is_set() or self.run.cancel_requested:
@@ -128,37 +137,69 @@ class RunTask:
         if response.tool_calls:
             await self.save(checkpoint=None)  # durable, though not a boundary yet
 
-    async def tool_batch(self, calls: list[ToolCall]) -> None:
+    async def tool_records(self, calls: list[ToolCall]) -> dict[str, Message | None]:
+        """What is recorded of these calls' side effects. Only a batch this execution
+        found under way (it has had no model turn yet) can have records."""
+        if self.model_turns:
+            return {}
+        return await self.storage.tool_records(self.run.run_id, [c.id for c in calls])
+
+    async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
             self.event("ToolCallStarted", tool=_call_info(call))
-        results = await asyncio.gather(*(self.call_tool(call) for call in calls))
-        for call, (result, failed) in zip(calls, results, strict=True):
-            self.append(
-                Message(
-                    role="tool",
-                    content=result,
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    tool_args=call.arguments,
-                    tool_call_error=failed,
-                )
-            )
+        # side-effecting calls about to run for the first time: their intent, durably first
+        if starting := [c.id for c in calls if c.id not in records and self.records(c)]:
+            await self.storage.record_tool_calls(self.run.run_id, starting)
+        messages = await asyncio.gather(*(self.outcome(call, records) for call in calls))
+        for call, message in zip(calls, messages, strict=True):
+            self.append(message)
             self.event(
                 "ToolCallCompleted",
-                tool=_call_info(call) | {"result": result, "tool_call_error": failed},
+                tool=_call_info(call)
+                | {"result": message.content, "tool_call_error": message.tool_call_error},
             )
+        self.run.in_doubt = []
         self.tool_batches += 1
         executions = tx.tool_executions(self.transcript)[-len(calls) :]
         self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
         await self.boundary("tool_batch")
 
-    async def call_tool(self, call: ToolCall) -> tuple[str, bool]:
+    async def outcome(self, call: ToolCall, records: dict[str, Message | None]) -> Message:
+        """The result of one call: replayed if it finished before, given by a person, or
+        from running it (then recorded, if it has side effects)."""
+        if (finished := records.get(call.id)) is not None:
+            return finished  # never run twice
+        decision = self.decisions.get(call.id)
+        if isinstance(decision, str):
+            result, failed = decision, False
+        else:
+            result, failed = await self.call_tool(call, in_doubt=call.id in records)
+        message = Message(
+            role="tool",
+            content=result,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            tool_args=call.arguments,
+            tool_call_error=failed,
+        )
+        if call.id in records or self.records(call):
+            await self.storage.record_tool_result(self.run.run_id, message)
+        return message
+
+    def records(self, call: ToolCall) -> bool:
+        """Whether this call's side effects are recorded (it may not run twice)."""
+        tool = self.agent.tool_map.get(call.name)
+        return tool is not None and tool.effect == "side-effect"
+
+    async def call_tool(self, call: ToolCall, *, in_doubt: bool) -> tuple[str, bool]:
         """Run one tool call; a failure becomes an error result, not a failed run."""
         tool = self.agent.tool_map.get(call.name)
         if tool is None:
             return f"Unknown tool {call.name!r}.", True
-        if tool.requires_confirmation and not self.decisions.get(call.id, False):
+        if tool.requires_confirmation and self.decisions.get(call.id) is not True:
             return REJECTED, True
+        if in_doubt and self.decisions.get(call.id) is not True:
+            return SKIPPED, True
         try:
             return await tool(call.arguments), False
         except msgspec.ValidationError as exc:
@@ -177,10 +218,19 @@ class RunTask:
         ]
 
     async def pause(self, calls: list[ToolCall]) -> Run:
-        """Stop before a batch that needs a person's decision; continue resumes here."""
+        """Stop before a batch that needs a person's decision (a call to confirm, or one
+        that may or may not have run); continue with `tools` resumes here."""
         self.run.status = RunStatus.PAUSED
         await self.save(checkpoint=None)
-        self.event("RunPaused", tools=[_call_info(c) for c in self.undecided(calls)])
+        waiting = {c.id for c in self.undecided(calls)} | set(self.run.in_doubt)
+        self.event(
+            "RunPaused",
+            tools=[
+                _call_info(c) | {"in_doubt": c.id in self.run.in_doubt}
+                for c in calls
+                if c.id in waiting
+            ],
+        )
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 

@@ -17,7 +17,7 @@ from runpoint import transcript as tx
 from runpoint.agent import Agent
 from runpoint.errors import Conflict, InvalidBoundary, InvalidRequest, NotContinuable, NotFound
 from runpoint.host import PluginHost
-from runpoint.loop import RunTask
+from runpoint.loop import Decision, RunTask
 from runpoint.model import Model
 from runpoint.recovery import Leases
 from runpoint.storage import Storage
@@ -246,7 +246,7 @@ class Runpoint:
         fork: bool = False,
         regenerate: bool = False,
         replace_original: bool | None = None,
-        tools: Mapping[str, bool] | None = None,
+        tools: Mapping[str, Decision] | None = None,
         model: str | None = None,
         stream: bool = False,
     ) -> RunHandle:
@@ -256,7 +256,8 @@ class Runpoint:
         run; everything else creates a new run with lineage, so history is never
         rewritten. `regenerate` re-answers the run's final answer in a new run (tool work
         is kept) and, unless `replace_original` is False, marks the source REGENERATED.
-        `tools` maps the tool_call_id of a paused call to whether the person confirmed it.
+        `tools` maps the tool_call_id of a paused call to a person's decision: run it
+        (True), do not (False), or, for a call in doubt, the result it had (a string).
         """
         source = await self._run(run_id, session_id, agent_id)
         agent = self.agent(source.agent_id)
@@ -417,7 +418,7 @@ class Runpoint:
     def _detail(self, run: Run, messages: list[Message]) -> RunDetail:
         agent = self.agents.get(run.agent_id)
         confirm = {n: t.requires_confirmation for n, t in agent.tool_map.items()} if agent else {}
-        return RunDetail(run, messages, tx.tool_executions(messages, confirm))
+        return RunDetail(run, messages, tx.tool_executions(messages, confirm, run.in_doubt))
 
     async def _resolve_boundary(self, run: Run, continue_from: ContinueFrom | str) -> int:
         count = run.message_count
@@ -467,7 +468,7 @@ class Runpoint:
         run: Run,
         pending: list[ToolCall],
         input: str | None,
-        decisions: Mapping[str, bool],
+        decisions: Mapping[str, Decision],
         model: str | None,
         stream: bool,
     ) -> RunHandle:
@@ -499,7 +500,7 @@ class Runpoint:
         new_messages: Sequence[Message],
         stream: bool,
         *,
-        decisions: Mapping[str, bool] | None = None,
+        decisions: Mapping[str, Decision] | None = None,
         resumed: bool = False,
         model: str | None = None,
     ) -> RunHandle:

@@ -50,6 +50,17 @@ class Storage(Protocol):
         (its `revision` moved on), and bumps `run.revision` when it succeeds. It writes the
         run's lease and recoveries, and reads back `cancel_requested`."""
 
+    async def record_tool_calls(self, run_id: str, tool_call_ids: Sequence[str]) -> None:
+        """Record, durably, that these side-effecting calls are about to run."""
+
+    async def record_tool_result(self, run_id: str, result: Message) -> None:
+        """Record, durably, how a recorded call ended (its tool message)."""
+
+    async def tool_records(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> dict[str, Message | None]:
+        """The recorded calls among these: their result, or None if it never came."""
+
     async def request_cancel(self, run_id: str) -> bool:
         """Flag a PENDING or RUNNING run for cancellation (its writer sees the flag at its
         next save); False if the run is in neither state."""

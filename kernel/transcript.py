@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from runpoint.types import Message, ToolCall, ToolExecution, Usage
 
@@ -65,7 +65,9 @@ def total_usage(messages: Sequence[Message]) -> Usage:
 
 
 def tool_executions(
-    messages: Sequence[Message], confirmation_required: Mapping[str, bool] | None = None
+    messages: Sequence[Message],
+    confirmation_required: Mapping[str, bool] | None = None,
+    in_doubt: Collection[str] = (),
 ) -> list[ToolExecution]:
     """Every tool call in the transcript, with its result where it has one."""
     results = {m.tool_call_id: m for m in messages if m.role == "tool"}
@@ -82,6 +84,7 @@ def tool_executions(
                     result=result.content if result else None,
                     tool_call_error=result.tool_call_error if result else False,
                     requires_confirmation=needs,
+                    in_doubt=call.id in in_doubt,
                     message_index=index,
                 )
             )

@@ -73,6 +73,8 @@ class ToolExecution(msgspec.Struct):
     result: str | None = None
     tool_call_error: bool = False
     requires_confirmation: bool = False
+    # started, and not known to have finished when its process died: a person decides
+    in_doubt: bool = False
     message_index: int = 0
 
 
@@ -113,6 +115,8 @@ class Run(msgspec.Struct, omit_defaults=True):
     regenerated_from: str | None = None
     last_checkpoint_at_message_index: int | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
+    # tool calls the run is paused on because they may or may not have run
+    in_doubt: list[str] = []
     # the storage's count of writes to this run, for one writer at a time
     revision: int = 0
     # durability (see runpoint.recovery): who executes the run until when, how often it

@@ -9,6 +9,7 @@ FACTS = {
 }
 
 
+@tool(effect="read")
 def get_population(city: str) -> str:
     """Look up the population of a city.
 
@@ -18,6 +19,7 @@ def get_population(city: str) -> str:
     return POPULATIONS.get(city, "unknown")
 
 
+@tool(effect="read")
 def get_city_fact(city: str) -> str:
     """Return a deterministic fact for a supported city.
 

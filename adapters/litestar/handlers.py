@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from litestar import Response
 
+from runpoint.loop import Decision
 from runpoint.services import RunHandle, Runpoint
 
 from . import sse, wire
@@ -36,6 +37,7 @@ class ToolDecision(msgspec.Struct):
 
     tool_call_id: str
     confirmed: bool | None = None
+    result: str | None = None
 
 
 @operation
@@ -169,9 +171,9 @@ async def _started(rp: Runpoint, handle: RunHandle, stream: bool) -> Reply:
     return wire.run_detail(await rp.get_run(run.run_id))
 
 
-def _decisions(tools: str | list[Any] | None) -> dict[str, bool] | None:
-    """`tools` (JSON text from a form, or a JSON array) as {tool_call_id: confirmed};
-    calls whose `confirmed` is null stay undecided."""
+def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
+    """`tools` (JSON text from a form, or a JSON array) as {tool_call_id: decision}: the
+    result a person gave, or whether to run the call; with neither it stays undecided."""
     if tools is None or tools == "":
         return None
     if isinstance(tools, str):
@@ -183,4 +185,10 @@ def _decisions(tools: str | list[Any] | None) -> dict[str, bool] | None:
         decisions = msgspec.convert(tools, list[ToolDecision])
     except msgspec.ValidationError as exc:
         raise HttpError(400, "BAD_REQUEST", f"Invalid structure for tools: {exc}") from None
-    return {d.tool_call_id: d.confirmed for d in decisions if d.confirmed is not None}
+    decided: dict[str, Decision] = {}
+    for d in decisions:
+        if d.result is not None:
+            decided[d.tool_call_id] = d.result
+        elif d.confirmed is not None:
+            decided[d.tool_call_id] = d.confirmed
+    return decided

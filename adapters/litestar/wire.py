@@ -56,6 +56,7 @@ class ToolExecutionOut(msgspec.Struct):
     result: str | None
     tool_call_error: bool
     requires_confirmation: bool
+    in_doubt: bool
     message_index: int
 
 

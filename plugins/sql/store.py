@@ -17,8 +17,18 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.errors import Conflict
 from runpoint.plugins.sql import migrate
-from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions
-from runpoint.types import Checkpoint, Message, Role, Run, RunStatus, Segment, Session, Usage
+from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions, tool_calls
+from runpoint.types import (
+    Checkpoint,
+    Message,
+    Role,
+    Run,
+    RunStatus,
+    Segment,
+    Session,
+    Usage,
+    now,
+)
 
 T = TypeVar("T")
 _encode = msgspec.json.Encoder().encode
@@ -63,10 +73,12 @@ class _RunState(msgspec.Struct, omit_defaults=True):
     error: str | None = None
     model: str | None = None
     last_checkpoint_at_message_index: int | None = None
+    in_doubt: list[str] = []
 
 
 _STATE_FIELDS = _RunState.__struct_fields__
 _decode_run = msgspec.json.Decoder(Run).decode
+_decode_message = msgspec.json.Decoder(Message).decode
 _RUN_COLUMNS = "data, state, revision, lease_owner, lease_expires_at, recoveries, cancel_requested"
 _decode_state = msgspec.json.Decoder(_RunState).decode
 
@@ -389,6 +401,36 @@ class SqlStorage:
             )
             for data, state, revision, owner, expires, recoveries, cancel in rows
         ]
+
+    async def record_tool_calls(self, run_id: str, tool_call_ids: Sequence[str]) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                insert(tool_calls),
+                [{"run_id": run_id, "tool_call_id": i, "started_at": now()} for i in tool_call_ids],
+            )
+
+    async def record_tool_result(self, run_id: str, result: Message) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                update(tool_calls)
+                .where(
+                    tool_calls.c.run_id == run_id, tool_calls.c.tool_call_id == result.tool_call_id
+                )
+                .values(result=self._count(_encode(result)))
+            )
+
+    async def tool_records(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> dict[str, Message | None]:
+        if not tool_call_ids:
+            return {}
+        names = {f"c{i}": call_id for i, call_id in enumerate(tool_call_ids)}
+        sql = (
+            "SELECT tool_call_id, result FROM tool_calls WHERE run_id = :run "
+            f"AND tool_call_id IN ({', '.join(':' + n for n in names)})"
+        )
+        rows = await self._fetch(sql, {"run": run_id, **names})
+        return {i: None if r is None else _decode_message(r) for i, r in rows}
 
     async def request_cancel(self, run_id: str) -> bool:
         async with self._write() as conn:

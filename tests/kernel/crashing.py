@@ -1,5 +1,8 @@
-"""A run that dies: `python -m tests.kernel.crashing DB COUNTER` starts a run that counts
-its tool calls in COUNTER and freezes right after its second checkpoint is committed."""
+"""A run that dies: `python -m tests.kernel.crashing DB COUNTER [WHERE]` starts a run that
+counts its tool calls in COUNTER and freezes, for the parent to kill it:
+- `after-checkpoint` (the default): right after its second checkpoint is committed;
+- `mid-call`: inside its third tool call, after the call's effect (the count) happened.
+It prints `RUN_ID INDEX` for each checkpoint, and `RUN_ID mid-call` when it froze there."""
 
 from __future__ import annotations
 
@@ -14,11 +17,16 @@ from runpoint.host import PluginHost
 from runpoint.services import Runpoint
 from runpoint.types import Checkpoint, Run
 
+FREEZE = os.environ.get("FREEZE", "after-checkpoint")
+
 
 def count_population(city: str) -> str:
     """Look up a city's population, counting each call in a file."""
     with open(os.environ["COUNTER"], "a") as counter:
         counter.write(city + "\n")
+    if FREEZE == "mid-call" and city == "Lagos":
+        print(f"{os.environ['RUN_ID']} mid-call", flush=True)
+        time.sleep(600)
     return f"{city}: many"
 
 
@@ -27,20 +35,25 @@ QUESTION = "Paris, Tokyo and Lagos"
 LEASE_SECONDS = 1.0  # short, so the test need not wait long for the lease to run out
 
 
-class FreezeAfterSecondCheckpoint:
+class Freeze:
+    @hookimpl
+    def runpoint_run_started(self, run: Run) -> None:
+        os.environ["RUN_ID"] = run.run_id
+
     @hookimpl
     def runpoint_checkpoint_written(self, run: Run, checkpoint: Checkpoint) -> None:
         print(f"{run.run_id} {checkpoint.message_index}", flush=True)
-        if checkpoint.message_index == 5:
+        if FREEZE == "after-checkpoint" and checkpoint.message_index == 5:
             time.sleep(600)  # the parent kills us here, mid-run
 
 
 async def main(database: str) -> None:
-    host = PluginHost([FreezeAfterSecondCheckpoint()])
+    host = PluginHost([Freeze()])
     async with Runpoint([agent], database=database, host=host, lease_seconds=LEASE_SECONDS) as rp:
         await (await rp.create_run("counter", QUESTION)).result()
 
 
 if __name__ == "__main__":
     os.environ["COUNTER"] = sys.argv[2]
+    os.environ["FREEZE"] = FREEZE = sys.argv[3] if len(sys.argv) > 3 else FREEZE
     asyncio.run(main(sys.argv[1]))

@@ -10,24 +10,27 @@ from pathlib import Path
 import pytest
 
 from runpoint.agent import Agent
+from runpoint.loop import SKIPPED
 from runpoint.services import Runpoint
 from runpoint.types import Run, RunStatus
 from tests.kernel import crashing
 
 
-async def kill_after_second_checkpoint(database: str, counter: Path) -> str:
-    """Start a run in another process, SIGKILL it after its second tool batch."""
+async def kill(database: str, counter: Path, where: str = "after-checkpoint") -> str:
+    """Start a run in another process, SIGKILL it where `tests.kernel.crashing` freezes."""
     child = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter)),
+        *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter), where),
         stdout=asyncio.subprocess.PIPE,
         cwd=Path(__file__).parents[2],
     )
     assert child.stdout is not None
+    frozen = "5" if where == "after-checkpoint" else "mid-call"
     async with asyncio.timeout(60):
-        lines = [(await child.stdout.readline()).decode().split() for _ in range(2)]
+        while (line := (await child.stdout.readline()).decode().split())[1] != frozen:
+            pass
     child.kill()
     await child.wait()
-    return lines[0][0]
+    return line[0]
 
 
 async def until(rp: Runpoint, run_id: str, *statuses: RunStatus) -> Run:
@@ -42,7 +45,7 @@ async def test_another_process_resumes_a_run_whose_process_died(
 ) -> None:
     counter = tmp_path / "calls.txt"
     monkeypatch.setenv("COUNTER", str(counter))
-    run_id = await kill_after_second_checkpoint(database, counter)
+    run_id = await kill(database, counter)
     async with Runpoint([crashing.agent], database=database, lease_seconds=0.5) as rp:
         died = (await rp.get_run(run_id)).run
         run = await until(rp, run_id, RunStatus.COMPLETED)
@@ -56,7 +59,7 @@ async def test_a_run_that_keeps_dying_ends_in_error(
 ) -> None:
     counter = tmp_path / "calls.txt"
     monkeypatch.setenv("COUNTER", str(counter))
-    run_id = await kill_after_second_checkpoint(database, counter)
+    run_id = await kill(database, counter)
     options = {"lease_seconds": 0.5, "max_recoveries": 0}
     async with Runpoint([crashing.agent], database=database, **options) as rp:  # type: ignore[arg-type]
         run = await until(rp, run_id, RunStatus.ERROR)
@@ -96,3 +99,37 @@ async def test_cancel_from_another_process_stops_the_run_at_its_next_boundary(
     assert run.status is RunStatus.CANCELLED
     # the batch under way finished; the next model turn never started
     assert run.message_count == 3 and run.last_checkpoint_at_message_index == 3
+
+
+@pytest.mark.parametrize(
+    ("decision", "result", "calls"),
+    [
+        ("Lagos: many", "Lagos: many", ["Paris", "Tokyo", "Lagos"]),  # a person supplies it
+        (True, "Lagos: many", ["Paris", "Tokyo", "Lagos", "Lagos"]),  # run it again, knowingly
+        (False, SKIPPED, ["Paris", "Tokyo", "Lagos"]),  # do not
+    ],
+)
+async def test_a_side_effect_under_way_when_the_process_died_waits_for_a_person(
+    database: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    decision: bool | str,
+    result: str,
+    calls: list[str],
+) -> None:
+    counter = tmp_path / "calls.txt"
+    monkeypatch.setenv("COUNTER", str(counter))
+    run_id = await kill(database, counter, "mid-call")
+    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # Lagos's effect happened
+    async with Runpoint([crashing.agent], database=database, lease_seconds=0.5) as rp:
+        paused = await until(rp, run_id, RunStatus.PAUSED)
+        [doubt] = [t for t in (await rp.get_run(run_id)).tools if t.in_doubt]
+        assert (doubt.tool_args, doubt.result) == ({"city": "Lagos"}, None)
+        assert paused.in_doubt == [doubt.tool_call_id]
+        run = await (await rp.continue_run(run_id, tools={doubt.tool_call_id: decision})).result()
+        assert run.status is RunStatus.COMPLETED and run.in_doubt == []
+        [lagos] = [
+            t for t in (await rp.get_run(run_id)).tools if t.tool_call_id == doubt.tool_call_id
+        ]
+    assert lagos.result == result and not lagos.in_doubt
+    assert counter.read_text().split() == calls
