@@ -281,9 +281,11 @@ function showNoSnapshot() {
   fill(
     $("inspector-body"),
     empty(
-      state.run
-        ? "Select a checkpoint to see the run as it was there, and to continue from it."
-        : "A run's snapshots appear here.",
+      !state.run
+        ? "A run's snapshots appear here."
+        : state.run.checkpoints.length
+          ? "Select a checkpoint to see the run as it was there, and to continue from it."
+          : "This run has no checkpoint to look at or continue from yet.",
     ),
   );
 }
