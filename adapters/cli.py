@@ -17,8 +17,9 @@ if TYPE_CHECKING:
 
 DEFAULT_APP = "runpoint.plugins.demo:agents"
 DEFAULT_DB = "runpoint.db"
+DEFAULT_LEASE_SECONDS = 30.0
 # `serve` hands its choices to the app factory (in each worker process) through these
-APP_ENV, DB_ENV = "RUNPOINT_APP", "RUNPOINT_DB"
+APP_ENV, DB_ENV, LEASE_ENV = "RUNPOINT_APP", "RUNPOINT_DB", "RUNPOINT_LEASE_SECONDS"
 DB_HELP = "database URL or SQLite file (default: $RUNPOINT_DB or ./runpoint.db)"
 
 
@@ -27,6 +28,8 @@ def load_agents(spec: str) -> Iterable[Agent]:
     module, _, attribute = spec.partition(":")
     if not attribute:
         raise SystemExit(f"--app wants module:attribute, not {spec!r}")
+    if os.getcwd() not in sys.path:  # the user's own modules, as uvicorn finds them
+        sys.path.insert(0, os.getcwd())
     value = getattr(importlib.import_module(module), attribute)
     agents: Iterable[Agent] = value() if callable(value) else value
     return agents
@@ -42,7 +45,11 @@ def app_from_env() -> Litestar:
     from runpoint.adapters.litestar import create_app
 
     agents = load_agents(os.environ.get(APP_ENV, DEFAULT_APP))
-    return create_app(agents, database=database_url(os.environ.get(DB_ENV, DEFAULT_DB)))
+    return create_app(
+        agents,
+        database=database_url(os.environ.get(DB_ENV, DEFAULT_DB)),
+        lease_seconds=float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_SECONDS)),
+    )
 
 
 def serve(args: argparse.Namespace) -> None:
@@ -50,6 +57,7 @@ def serve(args: argparse.Namespace) -> None:
 
     os.environ[APP_ENV] = args.app
     os.environ[DB_ENV] = args.db
+    os.environ[LEASE_ENV] = str(args.lease_seconds)
     app_from_env()  # fail here, once, on a bad --app or document, not in every worker
     uvicorn.run(
         "runpoint.adapters.cli:app_from_env",
@@ -86,6 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--port", type=int, default=7777)
     run.add_argument("--workers", type=int, default=1)
     run.add_argument("--log-level", default="info")
+    run.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=DEFAULT_LEASE_SECONDS,
+        help="how long a run executing here is held before another process may resume it",
+    )
     db = sub.add_parser("db", help="manage the database").add_subparsers(
         dest="db_command", required=True
     )

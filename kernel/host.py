@@ -47,7 +47,12 @@ class PluginHost:
         providers: dict[str, ModelProvider] = _merge(self.hook.runpoint_model_providers())
         if prefix not in providers:
             raise ConfigurationError(f"no model provider {prefix!r} (known: {sorted(providers)})")
-        return providers[prefix](name)
+        try:
+            return providers[prefix](name)
+        except ConfigurationError:
+            raise
+        except Exception as exc:  # a provider refusing the name is a configuration error
+            raise ConfigurationError(f"model {spec!r}: {exc}") from exc
 
     def policy(self, name: str) -> CheckpointPolicy:
         policies = self.hook.runpoint_checkpoint_policies()

@@ -75,6 +75,7 @@ class Leases:
             )
         else:
             run.recoveries += 1
+            run.status = RunStatus.RUNNING  # a PENDING run never got going: start it
         self.stamp(run)
         try:
             await self.storage.save(run, [], None)  # the claim: one process wins

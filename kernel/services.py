@@ -148,7 +148,10 @@ class Runpoint:
         session_id: str | None = None,
         user_id: str | None = None,
         stream: bool = False,
+        background: bool = False,
     ) -> RunHandle:
+        """Start a run. With `background` it is PENDING until its first step (to a client
+        that will poll rather than wait); either way it goes on without the caller."""
         agent = self.agent(agent_id)
         if not message.strip():
             raise InvalidRequest("message must not be empty")
@@ -165,7 +168,7 @@ class Runpoint:
             run_id=run_id,
             session_id=session.session_id,
             agent_id=agent_id,
-            status=RunStatus.RUNNING,
+            status=RunStatus.PENDING if background else RunStatus.RUNNING,
             user_id=user_id or session.user_id,
             input=message,
             model=agent.model_name,
@@ -249,6 +252,7 @@ class Runpoint:
         tools: Mapping[str, Decision] | None = None,
         model: str | None = None,
         stream: bool = False,
+        background: bool = False,
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries.
 
@@ -288,7 +292,9 @@ class Runpoint:
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
             pending = tx.unanswered_calls(tail)
-            return await self._resume(agent, source, pending, input, tools or {}, model, stream)
+            return await self._resume(
+                agent, source, pending, input, tools or {}, model, stream, background
+            )
         if index == count and not fork and not regenerate and input is None:
             raise NotContinuable(
                 f"run {run_id} is {source.status}; to continue it from its end give an input, "
@@ -304,7 +310,7 @@ class Runpoint:
             run_id=new_run_id,
             session_id=source.session_id,
             agent_id=source.agent_id,
-            status=RunStatus.RUNNING,
+            status=RunStatus.PENDING if background else RunStatus.RUNNING,
             user_id=source.user_id,
             input=input if input is not None else source.input,
             model=model or agent.model_name,
@@ -471,6 +477,7 @@ class Runpoint:
         decisions: Mapping[str, Decision],
         model: str | None,
         stream: bool,
+        background: bool,
     ) -> RunHandle:
         self._refuse_active(run)
         if unknown := set(decisions) - {c.id for c in pending}:
@@ -486,7 +493,7 @@ class Runpoint:
             raise Conflict(f"run {run.run_id} is executing in another process")
         # Claim the run: a concurrent continue of it (here or in another process) read
         # the same revision, and its claim now fails with Conflict.
-        run.status = RunStatus.RUNNING
+        run.status = RunStatus.PENDING if background else RunStatus.RUNNING
         self.leases.stamp(run)
         await self.storage.save(run, [], None)
         return await self._start(

@@ -66,10 +66,10 @@ class Storage(Protocol):
         next save); False if the run is in neither state."""
 
     async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
-        """Extend the leases `owner` holds on these RUNNING runs."""
+        """Extend the leases `owner` holds on these PENDING or RUNNING runs."""
 
     async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
-        """RUNNING runs of these agents whose lease ran out before `before`."""
+        """PENDING or RUNNING runs of these agents whose lease ran out before `before`."""
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0

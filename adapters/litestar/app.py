@@ -28,8 +28,11 @@ from .wire import encode
 Endpoint = Callable[[Request[Any, Any, Any]], Awaitable[Response[Any]]]
 
 
-def create_app(agents: Iterable[Agent], *, database: str = DEFAULT_DATABASE) -> Litestar:
-    return build(Runpoint(agents, database=database))
+def create_app(
+    agents: Iterable[Agent], *, database: str = DEFAULT_DATABASE, **options: Any
+) -> Litestar:
+    """The app serving `agents`; `options` go to `Runpoint` (lease_seconds, ...)."""
+    return build(Runpoint(agents, database=database, **options))
 
 
 def build(rp: Runpoint, doc: dict[str, Any] | None = None) -> Litestar:

@@ -67,13 +67,19 @@ async def create_agent_run(
     agent_id: str,
     message: str,
     stream: bool,
+    background: bool,
     session_id: str | None,
     user_id: str | None,
 ) -> Reply:
     handle = await rp.create_run(
-        agent_id, message, session_id=session_id or None, user_id=user_id, stream=stream
+        agent_id,
+        message,
+        session_id=session_id or None,
+        user_id=user_id,
+        stream=stream,
+        background=background,
     )
-    return await _started(rp, handle, stream)
+    return await _started(rp, handle, stream, background)
 
 
 @operation
@@ -113,6 +119,7 @@ async def continue_agent_run(
     continue_from: str | int,
     input: str | None,
     stream: bool,
+    background: bool,
     fork: bool,
     regenerate: bool,
     replace_original: bool | None,
@@ -131,8 +138,9 @@ async def continue_agent_run(
         tools=_decisions(tools),
         model=model,
         stream=stream,
+        background=background,
     )
-    return await _started(rp, handle, stream)
+    return await _started(rp, handle, stream, background)
 
 
 @operation
@@ -163,10 +171,15 @@ async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
     return [wire.run(r) for r in await rp.list_runs(session_id)]
 
 
-async def _started(rp: Runpoint, handle: RunHandle, stream: bool) -> Reply:
-    """A started run's response: its event stream, or the run once it stops."""
+async def _started(rp: Runpoint, handle: RunHandle, stream: bool, background: bool) -> Reply:
+    """A started run's response: its event stream, at once its id (background), or the
+    run once it stops."""
     if stream:
         return sse.stream(handle)
+    if background:
+        run = handle.run
+        accepted = wire.Accepted(run.run_id, run.session_id, run.status)
+        return Response(wire.encode(accepted), status_code=202, media_type="application/json")
     run = await handle.result()
     return wire.run_detail(await rp.get_run(run.run_id))
 

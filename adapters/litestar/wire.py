@@ -49,6 +49,12 @@ class MessageOut(msgspec.Struct, omit_defaults=True):
     tool_call_error: bool | None = None
 
 
+class Accepted(msgspec.Struct):
+    run_id: str
+    session_id: str
+    status: str
+
+
 class ToolExecutionOut(msgspec.Struct):
     tool_call_id: str
     tool_name: str

@@ -448,16 +448,17 @@ class SqlStorage:
                 .where(
                     runs.c.lease_owner == owner,
                     runs.c.run_id.in_(list(run_ids)),
-                    runs.c.status == RunStatus.RUNNING.value,
+                    runs.c.status.in_(IN_FLIGHT),
                 )
                 .values(lease_expires_at=until)
             )
 
     async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
         expired = await self._runs(
-            "WHERE status = :status AND (lease_expires_at IS NULL OR lease_expires_at < :t)"
+            "WHERE status IN (:pending, :running)"
+            " AND (lease_expires_at IS NULL OR lease_expires_at < :t)"
             " ORDER BY lease_expires_at LIMIT 20",
-            {"status": RunStatus.RUNNING.value, "t": before},
+            {"pending": IN_FLIGHT[0], "running": IN_FLIGHT[1], "t": before},
         )
         return [r for r in expired if r.agent_id in agent_ids]
 
