@@ -8,11 +8,12 @@ errors of `runpoint.errors`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 import msgspec
 
+from runpoint import idempotency
 from runpoint import transcript as tx
 from runpoint.agent import Agent
 from runpoint.errors import Conflict, InvalidBoundary, InvalidRequest, NotContinuable, NotFound
@@ -65,11 +66,19 @@ class RunHandle:
     """A run that was started: its first state, its events (if streamed), its end."""
 
     def __init__(
-        self, run: Run, task: asyncio.Task[Run], events: asyncio.Queue[RunEvent | None] | None
+        self,
+        run: Run,
+        task: asyncio.Task[Run],
+        events: asyncio.Queue[RunEvent | None] | None,
+        *,
+        replayed: bool = False,
     ) -> None:
         self.run = run
         self._task = task
         self._events = events
+        # the answer to a retried request (same Idempotency-Key): the first request's run,
+        # whose events went to the first request
+        self.replayed = replayed
 
     async def events(self) -> AsyncIterator[RunEvent]:
         if self._events is None:
@@ -149,9 +158,30 @@ class Runpoint:
         user_id: str | None = None,
         stream: bool = False,
         background: bool = False,
+        idempotency_key: str | None = None,
     ) -> RunHandle:
         """Start a run. With `background` it is PENDING until its first step (to a client
         that will poll rather than wait); either way it goes on without the caller."""
+        if idempotency_key is not None:
+            request = {
+                "operation": f"create_run {agent_id}",
+                "message": message,
+                "session_id": session_id,
+                "user_id": user_id,
+                "background": background,
+            }
+            return await self._once(
+                idempotency_key,
+                request,
+                lambda: self.create_run(
+                    agent_id,
+                    message,
+                    session_id=session_id,
+                    user_id=user_id,
+                    stream=stream,
+                    background=background,
+                ),
+            )
         agent = self.agent(agent_id)
         if not message.strip():
             raise InvalidRequest("message must not be empty")
@@ -253,6 +283,7 @@ class Runpoint:
         model: str | None = None,
         stream: bool = False,
         background: bool = False,
+        idempotency_key: str | None = None,
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries.
 
@@ -263,6 +294,28 @@ class Runpoint:
         `tools` maps the tool_call_id of a paused call to a person's decision: run it
         (True), do not (False), or, for a call in doubt, the result it had (a string).
         """
+        if idempotency_key is not None:
+            arguments = {
+                "session_id": session_id,
+                "continue_from": continue_from,
+                "input": input,
+                "fork": fork,
+                "regenerate": regenerate,
+                "replace_original": replace_original,
+                "tools": tools,
+                "model": model,
+                "background": background,
+            }
+            return await self._once(
+                idempotency_key,
+                {"operation": f"continue_run {agent_id} {run_id}", **arguments},
+                lambda: self.continue_run(
+                    run_id,
+                    agent_id=agent_id,
+                    stream=stream,
+                    **arguments,  # type: ignore[arg-type]
+                ),
+            )
         source = await self._run(run_id, session_id, agent_id)
         agent = self.agent(source.agent_id)
         if input is not None and not input.strip():
@@ -363,8 +416,24 @@ class Runpoint:
         if not await self.storage.delete_session(session_id):
             raise NotFound(f"session {session_id} not found")
 
-    async def fork_session(self, session_id: str, *, agent_id: str | None = None) -> Session:
+    async def fork_session(
+        self,
+        session_id: str,
+        *,
+        agent_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Session:
         """A new session with the same history; its runs point at the source's rows."""
+        if idempotency_key is not None:
+            return await idempotency.once(
+                self.storage,
+                idempotency_key,
+                {"operation": f"fork_session {agent_id} {session_id}"},
+                lambda: self.fork_session(session_id, agent_id=agent_id),
+                lambda session: session.session_id,
+                self.get_session,
+                wait_seconds=self.busy_timeout,
+            )
         source = await self.get_session(session_id)
         if agent_id is not None and source.agent_id != agent_id:
             raise NotFound(f"session {session_id} not found for agent {agent_id}")
@@ -544,6 +613,34 @@ class Runpoint:
         running = asyncio.create_task(execute(), name=f"run {run.run_id}")
         self._keep(running)
         return RunHandle(msgspec.structs.replace(run), running, queue)
+
+    async def _once(
+        self, key: str, request: Mapping[str, Any], start: Callable[[], Awaitable[RunHandle]]
+    ) -> RunHandle:
+        return await idempotency.once(
+            self.storage,
+            key,
+            request,
+            start,
+            lambda handle: handle.run.run_id,
+            self._replay,
+            wait_seconds=self.busy_timeout,
+        )
+
+    async def _replay(self, run_id: str) -> RunHandle:
+        """A handle on a run another request started: it ends when the run stops."""
+        run = await self._run(run_id, None, None)
+
+        async def stopped() -> Run:
+            current = run
+            while current.status in IN_FLIGHT:
+                await asyncio.sleep(BUSY_POLL_SECONDS)
+                current = await self._run(run_id, None, None)
+            return current
+
+        waiting = asyncio.create_task(stopped(), name=f"replay {run_id}")
+        self._keep(waiting)
+        return RunHandle(run, waiting, None, replayed=True)
 
     def _keep(self, task: asyncio.Task[Any]) -> None:
         """Hold a background task until it ends (asyncio keeps only weak references)."""

@@ -61,6 +61,18 @@ class Storage(Protocol):
     ) -> dict[str, Message | None]:
         """The recorded calls among these: their result, or None if it never came."""
 
+    async def claim_key(
+        self, scope: str, key: str, fingerprint: str
+    ) -> tuple[str, str | None] | None:
+        """Claim an idempotency key for a request: None if this call claimed it, else the
+        claim that stands (its request's fingerprint and, once known, its answer)."""
+
+    async def answer_key(self, scope: str, key: str, answer: str) -> None:
+        """Record the answer to a claimed key's request."""
+
+    async def release_key(self, scope: str, key: str) -> None:
+        """Give up a claim whose request failed, so a retry starts afresh."""
+
     async def request_cancel(self, run_id: str) -> bool:
         """Flag a PENDING or RUNNING run for cancellation (its writer sees the flag at its
         next save); False if the run is in neither state."""

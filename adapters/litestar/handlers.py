@@ -70,6 +70,7 @@ async def create_agent_run(
     background: bool,
     session_id: str | None,
     user_id: str | None,
+    idempotency_key: str | None,
 ) -> Reply:
     handle = await rp.create_run(
         agent_id,
@@ -78,6 +79,7 @@ async def create_agent_run(
         user_id=user_id,
         stream=stream,
         background=background,
+        idempotency_key=idempotency_key,
     )
     return await _started(rp, handle, stream, background)
 
@@ -125,6 +127,7 @@ async def continue_agent_run(
     replace_original: bool | None,
     tools: str | list[Any] | None,
     model: str | None,
+    idempotency_key: str | None,
 ) -> Reply:
     handle = await rp.continue_run(
         run_id,
@@ -139,13 +142,16 @@ async def continue_agent_run(
         model=model,
         stream=stream,
         background=background,
+        idempotency_key=idempotency_key,
     )
     return await _started(rp, handle, stream, background)
 
 
 @operation
-async def fork_agent_session(rp: Runpoint, *, agent_id: str, session_id: str) -> Reply:
-    forked = await rp.fork_session(session_id, agent_id=agent_id)
+async def fork_agent_session(
+    rp: Runpoint, *, agent_id: str, session_id: str, idempotency_key: str | None
+) -> Reply:
+    forked = await rp.fork_session(session_id, agent_id=agent_id, idempotency_key=idempotency_key)
     return wire.ForkedSession(forked.session_id, session_id)
 
 
@@ -173,8 +179,8 @@ async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
 
 async def _started(rp: Runpoint, handle: RunHandle, stream: bool, background: bool) -> Reply:
     """A started run's response: its event stream, at once its id (background), or the
-    run once it stops."""
-    if stream:
+    run once it stops. A retry's (see Idempotency-Key) events went to the first request."""
+    if stream and not handle.replayed:
         return sse.stream(handle)
     if background:
         run = handle.run

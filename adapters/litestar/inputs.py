@@ -22,13 +22,14 @@ async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]
     sources: dict[str, tuple[Mapping[str, Any], bool]] = {
         "path": (request.path_params, True),
         "query": (request.query_params, True),
+        "header": (request.headers, True),
         "body": (body, body_is_text),
     }
     raw = {}
     for field in op.fields:
         source, is_text = sources[field.location]
-        if field.name in source:
-            value = source[field.name]
+        if field.wire_name in source:
+            value = source[field.wire_name]
             raw[field.name] = _from_text(value, field) if is_text else value
     try:
         inputs = msgspec.convert(raw, op.inputs)
@@ -78,6 +79,8 @@ def _readable(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
     where = where.rstrip("`")
     if raw.get(where) == "":
         return f"{where} must not be empty"
+    if "matching regex" in message and str(raw.get(where, "x")).strip() == "":
+        return f"{where} must not be blank"
     if missing := re.fullmatch(r"Object missing required field `(.+)`", message):
         name = f"{where}.{missing[1]}" if where else missing[1]
         return f"{name} is required"

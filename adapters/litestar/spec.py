@@ -31,11 +31,13 @@ class SpecError(Exception):
 
 @dataclass(frozen=True)
 class Field:
+    # the handler's argument: a header's is its name in snake case (idempotency_key)
     name: str
-    location: Literal["path", "query", "body"]
+    location: Literal["path", "query", "header", "body"]
     required: bool
     # the JSON types the schema admits: how to read the field from text (form, query, path)
     json_types: frozenset[str]
+    wire_name: str  # as the request carries it
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ class _Resolver:
             (p["name"], p["in"], p.get("required", False), p["schema"])
             for p in map(self.deref, op.get("parameters", []))
         ]
+        names = {wire: wire.lower().replace("-", "_") for wire, *_ in inputs}
         body_types: tuple[str, ...] = ()
         if body := op.get("requestBody"):
             content = self.deref(body)["content"]
@@ -99,18 +102,21 @@ class _Resolver:
             schema = self.deref(next(iter(content.values()))["schema"])
             required = set(schema.get("required", ()))
             inputs += [(k, "body", k in required, s) for k, s in schema["properties"].items()]
+            names |= {k: k for k in schema["properties"]}
         if len({i[0] for i in inputs}) != len(inputs):
             raise SpecError(f"{name}: two inputs share a name")
         struct = msgspec.defstruct(
             f"{name}_inputs",
             [
-                (key, self.type(schema, key))
+                (names[key], self.type(schema, key))
                 if required
-                else (key, self.type(schema, key), self.default(schema))
+                else (names[key], self.type(schema, key), self.default(schema))
                 for key, _, required, schema in sorted(inputs, key=lambda i: not i[2])
             ],
         )
-        fields = tuple(Field(k, loc, req, self.json_types(s)) for k, loc, req, s in inputs)
+        fields = tuple(
+            Field(names[k], loc, req, self.json_types(s), k) for k, loc, req, s in inputs
+        )
         status = min(int(code) for code in op["responses"] if code.startswith("2"))
         return Operation(name, method.upper(), path, fields, struct, body_types, status)
 

@@ -11,13 +11,20 @@ from typing import Any, TypeVar
 
 import msgspec
 from sqlalchemy import delete, event, insert, select, text, update
-from sqlalchemy.dialects import sqlite
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.errors import Conflict
 from runpoint.plugins.sql import migrate
-from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions, tool_calls
+from runpoint.plugins.sql.schema import (
+    checkpoints,
+    idempotency_keys,
+    messages,
+    runs,
+    sessions,
+    tool_calls,
+)
 from runpoint.types import (
     Checkpoint,
     Message,
@@ -431,6 +438,41 @@ class SqlStorage:
         )
         rows = await self._fetch(sql, {"run": run_id, **names})
         return {i: None if r is None else _decode_message(r) for i, r in rows}
+
+    async def claim_key(
+        self, scope: str, key: str, fingerprint: str
+    ) -> tuple[str, str | None] | None:
+        row = {"scope": scope, "key": key, "fingerprint": fingerprint, "created_at": now()}
+        insert_ = (sqlite.insert if self.is_sqlite else postgresql.insert)(idempotency_keys)
+        async with self._write() as conn:
+            claimed = await conn.execute(insert_.values(row).on_conflict_do_nothing())
+            if claimed.rowcount == 1:
+                return None
+            standing = (
+                await conn.execute(
+                    select(idempotency_keys.c.fingerprint, idempotency_keys.c.response).where(
+                        idempotency_keys.c.scope == scope, idempotency_keys.c.key == key
+                    )
+                )
+            ).one()
+        answer = standing.response
+        return standing.fingerprint, None if answer is None else msgspec.json.decode(answer)
+
+    async def answer_key(self, scope: str, key: str, answer: str) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                update(idempotency_keys)
+                .where(idempotency_keys.c.scope == scope, idempotency_keys.c.key == key)
+                .values(response=_encode(answer))
+            )
+
+    async def release_key(self, scope: str, key: str) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                delete(idempotency_keys).where(
+                    idempotency_keys.c.scope == scope, idempotency_keys.c.key == key
+                )
+            )
 
     async def request_cancel(self, run_id: str) -> bool:
         async with self._write() as conn:

@@ -132,7 +132,7 @@ async def test_bodies_that_are_not_what_the_document_says(client: Client) -> Non
         (await client.post(runs, data={"stream": "false"}), "message is required"),
         (
             await client.post(runs, data={"message": "   "}),
-            "message: Expected `str` matching regex '\\\\S'",
+            "message must not be blank",
         ),
         (
             await client.post(runs, data={"message": "hi", "stream": "maybe"}),

@@ -4,6 +4,7 @@ stateless phases and the stateful phase through the document's links."""
 from __future__ import annotations
 
 import tempfile
+import uuid
 from typing import Any
 
 import hypothesis
@@ -40,11 +41,25 @@ api.app = create_app(agents, database=f"sqlite:///{_db.name}/runpoint.db")
 
 @api.hook
 def map_body(context: schemathesis.HookContext, body: Any) -> Any:
-    """A run created without `stream` answers JSON here, which links can read ids from."""
+    """A run created without `stream` answers JSON here, which links can read ids from.
+    No run is started in the background: the next step would find it running or done by
+    chance, and examples must not depend on timing (tests/faults and test_idempotency.py
+    start background runs)."""
     operation = context.operation
     if operation and operation.label == "POST /agents/{agent_id}/runs" and isinstance(body, dict):
         body.setdefault("stream", False)
+    if isinstance(body, dict) and "background" in body:
+        body["background"] = False
     return body
+
+
+@api.hook
+def map_headers(context: schemathesis.HookContext, headers: dict[str, str] | None) -> Any:
+    """A fresh Idempotency-Key each time: a retry's answer depends on what came before,
+    which would make examples depend on each other (test_idempotency.py tests retries)."""
+    if headers and "Idempotency-Key" in headers:
+        headers["Idempotency-Key"] = uuid.uuid4().hex
+    return headers
 
 
 @api.parametrize()
