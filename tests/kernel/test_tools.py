@@ -15,7 +15,7 @@ from tests.conftest import OpenRunpoint
 
 
 def test_schema_comes_from_the_signature_and_docstring() -> None:
-    schema = tool(get_population).schema
+    schema = get_population.schema
     assert schema.name == "get_population"
     assert schema.description == "Look up the population of a city."
     assert schema.parameters == {
