@@ -26,7 +26,7 @@ from typing import Any
 
 from databases import databases
 
-from runpoint.agent import Agent
+from runpoint.agent import Agent, tool
 from runpoint.plugins.sql import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.types import Checkpoint, Message, Run, Segment, Session, new_id
@@ -34,8 +34,9 @@ from runpoint.types import Checkpoint, Message, Run, Segment, Session, new_id
 QUESTION = "Paris, Tokyo and Lagos"
 
 
+@tool(effect="read")
 async def get_population(city: str) -> str:
-    """Look up a city's population."""
+    """Look up a city's population (a read: no durable record per call)."""
     return "many"
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from databases import NewDatabase, databases
 
-from runpoint.agent import Agent
+from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql import SqlStorage
@@ -34,8 +34,10 @@ SIZES = (10, 100, 1_000, 10_000)
 BATCHES = 4
 
 
+@tool(effect="read")
 async def echo(value: str) -> str:
-    """Return the value (async: a sync tool would measure the thread pool instead)."""
+    """Return the value (async: a sync tool would measure the thread pool instead; a
+    read: a side effect would add a durable record per call, measured in scale.py)."""
     return value
 
 
