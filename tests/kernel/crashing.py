@@ -10,6 +10,7 @@ import asyncio
 import os
 import sys
 import time
+from pathlib import Path
 
 from runpoint import hookimpl
 from runpoint.agent import Agent
@@ -45,6 +46,24 @@ class Freeze:
         print(f"{run.run_id} {checkpoint.message_index}", flush=True)
         if FREEZE == "after-checkpoint" and checkpoint.message_index == 5:
             time.sleep(600)  # the parent kills us here, mid-run
+
+
+async def kill(database: str, counter: Path, where: str = "after-checkpoint") -> str:
+    """Start this module's run in a child process, SIGKILL it where it freezes, and
+    return the run's id."""
+    child = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter), where),
+        stdout=asyncio.subprocess.PIPE,
+        cwd=Path(__file__).parents[2],
+    )
+    assert child.stdout is not None
+    frozen = "5" if where == "after-checkpoint" else "mid-call"
+    async with asyncio.timeout(60):
+        while (line := (await child.stdout.readline()).decode().split())[1] != frozen:
+            pass
+    child.kill()  # SIGKILL: no cleanup, no last write
+    await child.wait()
+    return line[0]
 
 
 async def main(database: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 
@@ -19,18 +18,7 @@ async def test_a_killed_run_resumes_without_rerunning_completed_batches(
     database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     counter = tmp_path / "calls.txt"
-    child = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter)),
-        stdout=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).parents[2],
-    )
-    assert child.stdout is not None
-    async with asyncio.timeout(60):
-        lines = [(await child.stdout.readline()).decode().split() for _ in range(2)]
-    child.kill()  # SIGKILL: no cleanup, no last write
-    await child.wait()
-    assert [index for _, index in lines] == ["3", "5"]
-    run_id = lines[0][0]
+    run_id = await crashing.kill(database, counter)
     assert counter.read_text().split() == ["Paris", "Tokyo"]
 
     monkeypatch.setenv("COUNTER", str(counter))

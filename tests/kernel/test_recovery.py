@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from pathlib import Path
 
@@ -14,23 +13,6 @@ from runpoint.loop import SKIPPED
 from runpoint.services import Runpoint
 from runpoint.types import Run, RunStatus
 from tests.kernel import crashing
-
-
-async def kill(database: str, counter: Path, where: str = "after-checkpoint") -> str:
-    """Start a run in another process, SIGKILL it where `tests.kernel.crashing` freezes."""
-    child = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter), where),
-        stdout=asyncio.subprocess.PIPE,
-        cwd=Path(__file__).parents[2],
-    )
-    assert child.stdout is not None
-    frozen = "5" if where == "after-checkpoint" else "mid-call"
-    async with asyncio.timeout(60):
-        while (line := (await child.stdout.readline()).decode().split())[1] != frozen:
-            pass
-    child.kill()
-    await child.wait()
-    return line[0]
 
 
 async def until(rp: Runpoint, run_id: str, *statuses: RunStatus) -> Run:
@@ -45,7 +27,7 @@ async def test_another_process_resumes_a_run_whose_process_died(
 ) -> None:
     counter = tmp_path / "calls.txt"
     monkeypatch.setenv("COUNTER", str(counter))
-    run_id = await kill(database, counter)
+    run_id = await crashing.kill(database, counter)
     async with Runpoint([crashing.agent], database=database, lease_seconds=0.5) as rp:
         died = (await rp.get_run(run_id)).run
         run = await until(rp, run_id, RunStatus.COMPLETED)
@@ -59,7 +41,7 @@ async def test_a_run_that_keeps_dying_ends_in_error(
 ) -> None:
     counter = tmp_path / "calls.txt"
     monkeypatch.setenv("COUNTER", str(counter))
-    run_id = await kill(database, counter)
+    run_id = await crashing.kill(database, counter)
     options = {"lease_seconds": 0.5, "max_recoveries": 0}
     async with Runpoint([crashing.agent], database=database, **options) as rp:  # type: ignore[arg-type]
         run = await until(rp, run_id, RunStatus.ERROR)
@@ -119,7 +101,7 @@ async def test_a_side_effect_under_way_when_the_process_died_waits_for_a_person(
 ) -> None:
     counter = tmp_path / "calls.txt"
     monkeypatch.setenv("COUNTER", str(counter))
-    run_id = await kill(database, counter, "mid-call")
+    run_id = await crashing.kill(database, counter, "mid-call")
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # Lagos's effect happened
     async with Runpoint([crashing.agent], database=database, lease_seconds=0.5) as rp:
         paused = await until(rp, run_id, RunStatus.PAUSED)
