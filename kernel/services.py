@@ -534,7 +534,9 @@ class Runpoint:
         return index
 
     def _refuse_active(self, run: Run) -> None:
-        if run.run_id in self._active:
+        # a task that has paused or finished may still be winding down: no longer a writer
+        task = self._active.get(run.run_id)
+        if task is not None and task.run.status in IN_FLIGHT:
             raise Conflict(f"run {run.run_id} is in flight")
 
     async def _resume(
@@ -606,7 +608,8 @@ class Runpoint:
             try:
                 return await task.execute()
             finally:
-                self._active.pop(run.run_id, None)
+                if self._active.get(run.run_id) is task:  # not a later execution's
+                    del self._active[run.run_id]
                 if queue is not None:
                     queue.put_nowait(None)
 
