@@ -134,8 +134,6 @@ class RunTask:
             )
         )
         self.event("ModelRequestCompleted", usage=response.usage)
-        if response.tool_calls:
-            await self.save(checkpoint=None)  # durable, though not a boundary yet
 
     async def tool_records(self, calls: list[ToolCall]) -> dict[str, Message | None]:
         """What is recorded of these calls' side effects. Only a batch this execution
@@ -149,6 +147,8 @@ class RunTask:
             self.event("ToolCallStarted", tool=_call_info(call))
         # side-effecting calls about to run for the first time: their intent, durably first
         if starting := [c.id for c in calls if c.id not in records and self.records(c)]:
+            # a lost turn is simply asked again, unless one of its calls may have acted
+            await self.save(checkpoint=None)
             await self.storage.record_tool_calls(self.run.run_id, starting)
         messages = await asyncio.gather(*(self.outcome(call, records) for call in calls))
         for call, message in zip(calls, messages, strict=True):
