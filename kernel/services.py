@@ -188,12 +188,10 @@ class Runpoint:
         session = await self.storage.get_session(session_id) if session_id else None
         if session is not None and session.agent_id != agent_id:
             raise InvalidRequest(f"session {session_id} belongs to agent {session.agent_id}")
+        new_session = session is None
         if session is None:
             session = Session(session_id=session_id or new_id(), agent_id=agent_id, user_id=user_id)
-            await self.storage.create_session(session)
         run_id = new_id()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.busy_timeout
         run = Run(
             run_id=run_id,
             session_id=session.session_id,
@@ -206,6 +204,22 @@ class Runpoint:
             segments=[Segment(run_id, 0)],
         )
         self.leases.stamp(run)
+        incoming = [Message(role="user", content=message)]
+        if new_session:  # the session and its first run in one transaction
+            try:
+                await self.storage.create_session(session, [run])
+            except Conflict:  # a concurrent request created the session: join it
+                return await self.create_run(
+                    agent_id,
+                    message,
+                    session_id=session_id,
+                    user_id=user_id,
+                    stream=stream,
+                    background=background,
+                )
+            return await self._start(agent, run, incoming, stream)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.busy_timeout
         while True:
             try:
                 run = await self.storage.start_in_session(run)
@@ -214,7 +228,7 @@ class Runpoint:
                 if self.busy_session != "wait" or loop.time() >= deadline:
                     raise
                 await asyncio.sleep(BUSY_POLL_SECONDS)
-        return await self._start(agent, run, [Message(role="user", content=message)], stream)
+        return await self._start(agent, run, incoming, stream)
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None

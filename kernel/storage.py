@@ -16,7 +16,8 @@ class Storage(Protocol):
     async def close(self) -> None: ...
 
     async def create_session(self, session: Session, runs: Sequence[Run] = ()) -> None:
-        """Insert a session, and the runs it starts with (a fork's), all or nothing."""
+        """Insert a session, and the runs it starts with, all or nothing; `Conflict` if
+        its id is taken."""
 
     async def get_session(self, session_id: str) -> Session | None: ...
 

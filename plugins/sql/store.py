@@ -13,6 +13,7 @@ import msgspec
 from sqlalchemy import delete, event, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.errors import Conflict
@@ -135,7 +136,10 @@ class SqlStorage:
 
     async def create_session(self, session: Session, runs_: Sequence[Run] = ()) -> None:
         async with self._write() as conn:
-            await conn.execute(insert(sessions), [self._session_row(session)])
+            try:
+                await conn.execute(insert(sessions), [self._session_row(session)])
+            except IntegrityError:
+                raise Conflict(f"session {session.session_id} already exists") from None
             if runs_:
                 await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
 

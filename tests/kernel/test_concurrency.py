@@ -70,6 +70,22 @@ async def test_a_new_run_in_a_busy_session_can_wait_its_turn(servers: Open) -> N
     assert (await busy.result()).status is RunStatus.COMPLETED
 
 
+async def test_runs_racing_to_start_one_new_session_queue_up_in_it(servers: Open) -> None:
+    """The session is new to all of them: one creates it with its run, the others join it
+    (waiting their turn here) rather than failing on the duplicate session."""
+    a, b = await servers(busy_session="wait"), await servers(busy_session="wait")
+    starting = [
+        server.create_run("slow", city, session_id="shared")
+        for server, city in ((a, "Paris"), (b, "Tokyo"), (a, "Lagos"))
+    ]
+    await asyncio.sleep(0.1)
+    gates["gate"].set()
+    finished = [await (await handle).result() for handle in asyncio.as_completed(starting)]
+    assert [r.status for r in finished] == [RunStatus.COMPLETED] * 3
+    chain = await a.list_runs("shared")
+    assert [r.previous_run_id for r in chain] == [None, chain[0].run_id, chain[1].run_id]
+
+
 async def test_concurrent_continues_of_one_run_all_fork(servers: Open) -> None:
     a, b = await servers(), await servers()
     source = await (await a.create_run("travel-agent", "Paris, Tokyo and Lagos")).result()
