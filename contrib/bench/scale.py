@@ -7,14 +7,17 @@ one process, and from two processes at once: each run is the offline scripted mo
 delay) answering with three tool batches, so it writes 8 messages, 4 checkpoints and its
 run row 9 times. Prints runs per second, the ratio of the two, the median time of a
 checkpoint write (one transaction: the run's state, its messages, the checkpoint row), and
-the share of a run's time spent waiting on the database.
+the share of a run's time spent waiting on the database, and the CPU time a run costs in
+runpoint and in PostgreSQL, which bounds what 2 processes can reach on this machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -24,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 from databases import databases
 
 from runpoint.agent import Agent, tool
@@ -85,12 +89,13 @@ async def worker(database: str, runs: int, concurrency: int) -> dict[str, Any]:
                 await (await rp.create_run("bench", QUESTION)).result()
                 run_seconds += time.perf_counter() - start
 
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one() for _ in range(runs)))
-        elapsed = time.perf_counter() - start
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     return {
         "runs": runs,
         "elapsed": elapsed,
+        "cpu_seconds": cpu,
         "db_seconds": storage.seconds,
         "run_seconds": run_seconds,
         "checkpoint_writes": storage.checkpoint_writes,
@@ -120,10 +125,43 @@ async def checkpoint_writes(database: str, count: int = 300) -> list[float]:
     return times
 
 
-def phase(database: str, processes: int, runs: int, concurrency: int) -> list[dict[str, Any]]:
+def phase(
+    database: str, processes: int, runs: int, concurrency: int
+) -> tuple[list[dict[str, Any]], float]:
+    """The workers' results, and the CPU seconds PostgreSQL spent meanwhile."""
+    postmaster = asyncio.run(postmaster_pid(database))
+    before = postgres_cpu(postmaster)
     command = [sys.executable, __file__, "--worker", database, str(runs), str(concurrency)]
     started = [subprocess.Popen(command, stdout=subprocess.PIPE) for _ in range(processes)]
-    return [json.loads(p.communicate()[0]) for p in started]
+    results = [json.loads(p.communicate()[0]) for p in started]
+    time.sleep(0.2)  # the workers' backends have exited: their time is the postmaster's
+    return results, postgres_cpu(postmaster) - before
+
+
+async def postmaster_pid(database: str) -> int:
+    connection = await asyncpg.connect(database)
+    try:  # the parent of this connection's backend, while it lives
+        return int(_stat(await connection.fetchval("SELECT pg_backend_pid()"))[1])
+    finally:
+        await connection.close()
+
+
+def postgres_cpu(postmaster: int) -> float:
+    """CPU seconds of the server: the postmaster, its reaped children and its live ones."""
+    ticks = sum(int(f) for f in _stat(postmaster)[11:15])
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                stat = _stat(int(entry))
+                if int(stat[1]) == postmaster:
+                    ticks += int(stat[11]) + int(stat[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat from the field after the command: [state, ppid, ...]."""
+    with open(f"/proc/{pid}/stat") as file:
+        return file.read().rsplit(")", 1)[1].split()
 
 
 def main(runs: int, concurrency: int) -> None:
@@ -131,9 +169,9 @@ def main(runs: int, concurrency: int) -> None:
         database = asyncio.run(new("scale"))
         asyncio.run(worker(database, 4, 4))  # migrate and warm up
         alone = asyncio.run(checkpoint_writes(database))
-        single = phase(database, 1, runs, concurrency)
+        single, single_pg = phase(database, 1, runs, concurrency)
         start = time.perf_counter()
-        double = phase(database, 2, runs, concurrency)
+        double, double_pg = phase(database, 2, runs, concurrency)
         double_wall = time.perf_counter() - start
 
     one_rate = single[0]["runs"] / single[0]["elapsed"]
@@ -154,6 +192,16 @@ def main(runs: int, concurrency: int) -> None:
     for label, results in (("1 process", single), ("2 processes", double)):
         share = sum(r["db_seconds"] for r in results) / sum(r["run_seconds"] for r in results)
         print(f"share of run time awaiting the database ({label}): {100 * share:.0f}%")
+    cores = os.cpu_count() or 1
+    phases = (("1 process", single, single_pg), ("2 processes", double, double_pg))
+    for label, results, pg in phases:
+        done = sum(r["runs"] for r in results)
+        ours = 1000 * sum(r["cpu_seconds"] for r in results) / done
+        theirs = 1000 * pg / done
+        print(
+            f"CPU per run ({label}): runpoint {ours:.2f} ms, PostgreSQL {theirs:.2f} ms; "
+            f"all {cores} cores could finish at most {1000 * cores / (ours + theirs):.0f} runs/s"
+        )
 
 
 if __name__ == "__main__":

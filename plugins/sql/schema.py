@@ -72,7 +72,8 @@ runs = Table(
     Column("cancel_requested", Boolean, nullable=False, server_default=false()),
     Column("recoveries", Integer, nullable=False, server_default="0"),
     Index("ix_runs_session_seq", "session_id", "seq"),
-    Index("ix_runs_status_lease", "status", "lease_expires_at"),
+    # not the lease, rewritten at each boundary: see migration 0007 (heap-only updates)
+    Index("ix_runs_status", "status"),
 )
 
 messages = Table(
