@@ -198,9 +198,11 @@ def main(runs: int, concurrency: int) -> None:
         done = sum(r["runs"] for r in results)
         ours = 1000 * sum(r["cpu_seconds"] for r in results) / done
         theirs = 1000 * pg / done
+        busy = (sum(r["cpu_seconds"] for r in results) + pg) / max(r["elapsed"] for r in results)
         print(
             f"CPU per run ({label}): runpoint {ours:.2f} ms, PostgreSQL {theirs:.2f} ms; "
-            f"all {cores} cores could finish at most {1000 * cores / (ours + theirs):.0f} runs/s"
+            f"{busy:.2f} of {cores} cores busy; all {cores} would finish at most "
+            f"{1000 * cores / (ours + theirs):.0f} runs/s"
         )
 
 
