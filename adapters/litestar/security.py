@@ -31,6 +31,11 @@ class Authenticate(ASGIMiddleware):
     scopes = (ScopeType.HTTP,)
     exclude_opt_key = PUBLIC
 
+    @staticmethod
+    def should_bypass_for_scope(scope: Scope) -> bool:
+        # Litestar answers OPTIONS itself (Allow, CORS preflights carry no credentials)
+        return scope.get("method") == "OPTIONS"
+
     def __init__(self, auth: Auth) -> None:
         self.auth = auth
 
@@ -60,10 +65,17 @@ def rate_limit(spec: str) -> RateLimitConfig:
         raise ValueError(f"a rate limit is COUNT/UNIT with UNIT one of {units}, not {spec!r}")
     unit: DurationUnit = match[2]  # type: ignore[assignment]
     return RateLimitConfig(
-        (unit, int(match[1])), identifier_for_request=_principal_key, exclude_opt_key=PUBLIC
+        (unit, int(match[1])),
+        identifier_for_request=_principal_key,
+        check_throttle_handler=_acts_as_principal,
     )
 
 
+def _acts_as_principal(request: Request[Any, Any, Any]) -> bool:
+    """Whether Authenticate let the request through (public routes have no budget)."""
+    return isinstance(request.scope.get("user"), tenancy.Principal)
+
+
 def _principal_key(request: Request[Any, Any, Any]) -> str:
-    principal: tenancy.Principal = request.scope["user"]  # set by Authenticate
+    principal: tenancy.Principal = request.scope["user"]
     return f"{principal.team}\n{principal.user or ''}"
