@@ -202,3 +202,13 @@ async def test_the_open_server_needs_no_credentials_and_ignores_any(tmp_path: Pa
             assert (await whoami(client, headers))[0] == 200
         sessions = (await client.get("/sessions")).json()["data"]
         assert len(sessions) == 3  # one default team: every session is everyone's
+
+
+def test_api_keys_and_jwts_together(tmp_path: Path) -> None:
+    access = auth.load(api_keys_file=str(write_keys_file(tmp_path)), jwt_secret=SECRET)
+    assert access.principal("beta-key").team == "beta"
+    assert access.principal(token(team="gamma")).team == "gamma"
+    with pytest.raises(auth.Unauthenticated, match="unknown API key"):
+        access.principal("gamma-key")
+    with pytest.raises(auth.Unauthenticated, match="Signature verification failed"):
+        access.principal(token("another-secret-of-at-least-32-bytes!"))
