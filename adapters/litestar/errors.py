@@ -37,7 +37,7 @@ STATUS: dict[type[RunpointError], tuple[int, str]] = {
     Conflict: (409, "CONFLICT"),
 }
 _HTTP_CODES = {
-    401: "UNAUTHORIZED",
+    401: "UNAUTHENTICATED",
     403: "FORBIDDEN",
     404: "NOT_FOUND",
     405: "METHOD_NOT_ALLOWED",

@@ -96,7 +96,7 @@ async def test_no_or_bad_credentials_are_a_401_that_says_bearer(
     for response in [await keyed.get("/sessions", headers=headers), await keyed.post(RUNS)]:
         assert response.status_code == 401
         assert response.headers["WWW-Authenticate"] == "Bearer"
-        assert response.json()["error_code"] == "UNAUTHORIZED"
+        assert response.json()["error_code"] == "UNAUTHENTICATED"
 
 
 async def test_health_the_document_and_the_console_need_no_credentials(keyed: Client) -> None:
