@@ -8,6 +8,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import jwt
 import msgspec
@@ -27,7 +28,7 @@ class ApiKey(msgspec.Struct, forbid_unknown_fields=True):
     """An entry of the keys file: the key's SHA-256 (hex), never the key itself."""
 
     sha256: str
-    team: str
+    team: Annotated[str, msgspec.Meta(min_length=1)]
     user: str | None = None
     scopes: list[str] = msgspec.field(default_factory=lambda: list(_ALL_SCOPES))
 

@@ -20,7 +20,7 @@ from runpoint.adapters.auth import Auth, Unauthenticated
 
 # a route's opt key: anyone may call it (the document's `security: []`, and the console)
 PUBLIC = "public"
-_READING = frozenset({"GET", "HEAD", "OPTIONS"})
+_READING = frozenset({"GET", "HEAD"})
 _RATE = re.compile(r"(\d+)/(" + "|".join(get_args(DurationUnit)) + ")")
 
 
