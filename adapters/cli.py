@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     access.add_argument(
         "--allow-unauthenticated",
         action="store_true",
-        default=bool(os.environ.get(OPEN_ENV)),
+        default=os.environ.get(OPEN_ENV, "").lower() in ("1", "true", "yes"),
         help=f"serve an address other than loopback with no authentication (${OPEN_ENV})",
     )
     db = sub.add_parser("db", help="manage the database").add_subparsers(

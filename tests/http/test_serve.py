@@ -21,10 +21,11 @@ from .conftest import bearer, serving, write_keys
 RUNS = "/agents/travel-agent/runs"
 
 
-def serve_and_exit(*options: str) -> subprocess.CompletedProcess[str]:
+def serve_and_exit(*options: str, **environment: str) -> subprocess.CompletedProcess[str]:
+    """`runpoint serve` with these options and RUNPOINT_ variables only (it should exit)."""
     command = shutil.which("runpoint", path=str(Path(sys.executable).parent))
     assert command
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOINT_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RUNPOINT_")} | environment
     return subprocess.run(
         [command, "serve", *options], capture_output=True, text=True, timeout=60, env=env
     )
@@ -36,6 +37,12 @@ def test_an_open_server_refuses_an_address_beyond_loopback(tmp_path: Path) -> No
     assert "refusing to serve 0.0.0.0 with no authentication" in refused.stderr
     assert "--allow-unauthenticated" in refused.stderr
     assert not (tmp_path / "runpoint.db").exists()  # nothing was opened
+
+
+def test_the_environment_may_allow_an_open_server_and_zero_does_not(tmp_path: Path) -> None:
+    db = str(tmp_path / "runpoint.db")
+    refused = serve_and_exit("--host", "0.0.0.0", "--db", db, RUNPOINT_ALLOW_UNAUTHENTICATED="0")
+    assert "refusing to serve 0.0.0.0" in refused.stderr
 
 
 def test_bad_access_options_fail_at_once() -> None:
@@ -56,8 +63,13 @@ def test_loopback_addresses(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
-def test_an_open_server_beyond_loopback_when_told_to(tmp_path: Path) -> None:
+def test_an_open_server_beyond_loopback_when_told_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     with serving(tmp_path / "runpoint.db", "--allow-unauthenticated", host="0.0.0.0") as url:
+        assert httpx.get(f"{url}/sessions").status_code == 200
+    monkeypatch.setenv("RUNPOINT_ALLOW_UNAUTHENTICATED", "1")  # the same, said by the env
+    with serving(tmp_path / "runpoint.db", host="0.0.0.0") as url:
         assert httpx.get(f"{url}/sessions").status_code == 200
 
 
