@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import ipaddress
 import os
 import sys
 from collections.abc import Iterable
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from litestar import Litestar
 
+    from runpoint.adapters.auth import Auth
     from runpoint.agent import Agent
 
 DEFAULT_APP = "runpoint.plugins.demo:agents"
@@ -21,6 +23,27 @@ DEFAULT_LEASE_SECONDS = 30.0
 # `serve` hands its choices to the app factory (in each worker process) through these
 APP_ENV, DB_ENV, LEASE_ENV = "RUNPOINT_APP", "RUNPOINT_DB", "RUNPOINT_LEASE_SECONDS"
 DB_HELP = "database URL or SQLite file (default: $RUNPOINT_DB or ./runpoint.db)"
+# options of `serve` that are also environment variables: (option, variable, help)
+ACCESS_OPTIONS = (
+    ("--api-keys", "RUNPOINT_API_KEYS_FILE", "a YAML file of API keys' SHA-256s and principals"),
+    ("--jwt-public-key", "RUNPOINT_JWT_PUBLIC_KEY_FILE", "a PEM file: accept JWTs it verifies"),
+    ("--jwt-audience", "RUNPOINT_JWT_AUDIENCE", "JWTs must carry this `aud`"),
+    ("--jwt-issuer", "RUNPOINT_JWT_ISSUER", "JWTs must carry this `iss`"),
+    (
+        "--rate-limit",
+        "RUNPOINT_RATE_LIMIT",
+        "requests per principal, e.g. 600/minute (default: none)",
+    ),
+    (
+        "--max-body-bytes",
+        "RUNPOINT_MAX_BODY_BYTES",
+        "largest request body in bytes (default: 10000000)",
+    ),
+)
+JWT_SECRET_ENV = "RUNPOINT_JWT_SECRET"  # a secret has no option: command lines are public
+OPEN_ENV = "RUNPOINT_ALLOW_UNAUTHENTICATED"
+ACCESS_HELP = f"""With no API keys and no JWT key the server is open: every request acts as one
+default team. Set ${JWT_SECRET_ENV} to accept HS256 JWTs signed with it."""
 
 
 def load_agents(spec: str) -> Iterable[Agent]:
@@ -40,16 +63,44 @@ def database_url(db: str) -> str:
     return db if "://" in db else f"sqlite:///{Path(db).resolve()}"
 
 
+def auth_from_env() -> Auth:
+    from runpoint.adapters import auth
+
+    env = os.environ.get
+    return auth.load(
+        api_keys_file=env("RUNPOINT_API_KEYS_FILE"),
+        jwt_secret=env(JWT_SECRET_ENV),
+        jwt_public_key_file=env("RUNPOINT_JWT_PUBLIC_KEY_FILE"),
+        jwt_audience=env("RUNPOINT_JWT_AUDIENCE"),
+        jwt_issuer=env("RUNPOINT_JWT_ISSUER"),
+    )
+
+
 def app_from_env() -> Litestar:
     """The app factory uvicorn calls in each worker."""
     from runpoint.adapters.litestar import create_app
+    from runpoint.adapters.litestar.security import rate_limit
 
     agents = load_agents(os.environ.get(APP_ENV, DEFAULT_APP))
+    limit = os.environ.get("RUNPOINT_RATE_LIMIT")
+    max_body = os.environ.get("RUNPOINT_MAX_BODY_BYTES")
     return create_app(
         agents,
         database=database_url(os.environ.get(DB_ENV, DEFAULT_DB)),
         lease_seconds=float(os.environ.get(LEASE_ENV, DEFAULT_LEASE_SECONDS)),
+        auth=auth_from_env(),
+        rate_limit=rate_limit(limit) if limit else None,
+        **({"max_body_bytes": int(max_body)} if max_body else {}),
     )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        return False
 
 
 def serve(args: argparse.Namespace) -> None:
@@ -58,7 +109,21 @@ def serve(args: argparse.Namespace) -> None:
     os.environ[APP_ENV] = args.app
     os.environ[DB_ENV] = args.db
     os.environ[LEASE_ENV] = str(args.lease_seconds)
-    app_from_env()  # fail here, once, on a bad --app or document, not in every worker
+    for option, variable, _ in ACCESS_OPTIONS:
+        if (value := getattr(args, option[2:].replace("-", "_"))) is not None:
+            os.environ[variable] = str(value)
+    try:
+        # fail here, once, on a bad --app, document or access option, not in every worker
+        open_ = auth_from_env().is_open
+        app_from_env()
+    except (ValueError, OSError) as exc:
+        raise SystemExit(f"runpoint serve: {exc}") from None
+    if open_ and not is_loopback(args.host) and not args.allow_unauthenticated:
+        raise SystemExit(
+            f"runpoint serve: refusing to serve {args.host} with no authentication: anyone "
+            "who reaches it could read and run everything. Give --api-keys or a JWT key, "
+            f"or pass --allow-unauthenticated (or set {OPEN_ENV}=1) if that is what you want."
+        )
     uvicorn.run(
         "runpoint.adapters.cli:app_from_env",
         factory=True,
@@ -99,6 +164,18 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=DEFAULT_LEASE_SECONDS,
         help="how long a run executing here is held before another process may resume it",
+    )
+    access = run.add_argument_group("access", ACCESS_HELP)
+    for option, variable, help_ in ACCESS_OPTIONS:
+        kind = int if option == "--max-body-bytes" else str
+        access.add_argument(
+            option, type=kind, default=os.environ.get(variable), help=f"{help_} (${variable})"
+        )
+    access.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        default=os.environ.get(OPEN_ENV, "").lower() in ("1", "true", "yes"),
+        help=f"serve an address other than loopback with no authentication (${OPEN_ENV})",
     )
     db = sub.add_parser("db", help="manage the database").add_subparsers(
         dest="db_command", required=True

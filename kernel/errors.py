@@ -27,3 +27,12 @@ class InvalidRequest(RunpointError):
 
 class ConfigurationError(RunpointError):
     """An agent or plugin set up wrongly: unknown model, policy or storage."""
+
+
+class Forbidden(RunpointError):
+    """A session, or a run of a session, that belongs to another team (403). A dialect
+    that must not reveal that it exists answers `hidden` instead: what a missing one gets."""
+
+    def __init__(self, message: str, hidden: NotFound) -> None:
+        super().__init__(message)
+        self.hidden = hidden

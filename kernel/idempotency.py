@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from runpoint import tenancy
 from runpoint.errors import Conflict, InvalidRequest
 from runpoint.storage import Storage
 
@@ -30,7 +31,8 @@ async def once(
 ) -> T:
     """`start()` the first time `key` comes with `request`; afterwards `replay` the id
     `identify` gave its answer (waiting, up to `wait_seconds`, while the first is under way)."""
-    scope = str(request["operation"])
+    # each team has its own keys: another team's key neither replays nor collides
+    scope = f"{tenancy.current().team} {request['operation']}"
     fingerprint = hashlib.sha256(msgspec.json.encode(dict(request))).hexdigest()
     deadline = asyncio.get_running_loop().time() + wait_seconds
     while (standing := await storage.claim_key(scope, key, fingerprint)) is not None:

@@ -13,10 +13,17 @@ from typing import Any, Literal
 
 import msgspec
 
-from runpoint import idempotency
+from runpoint import idempotency, tenancy
 from runpoint import transcript as tx
 from runpoint.agent import Agent
-from runpoint.errors import Conflict, InvalidBoundary, InvalidRequest, NotContinuable, NotFound
+from runpoint.errors import (
+    Conflict,
+    Forbidden,
+    InvalidBoundary,
+    InvalidRequest,
+    NotContinuable,
+    NotFound,
+)
 from runpoint.host import PluginHost
 from runpoint.loop import Decision, RunTask
 from runpoint.model import Model
@@ -186,16 +193,24 @@ class Runpoint:
         if not message.strip():
             raise InvalidRequest("message must not be empty")
         session = await self.storage.get_session(session_id) if session_id else None
-        if session is not None and session.agent_id != agent_id:
-            raise InvalidRequest(f"session {session_id} belongs to agent {session.agent_id}")
         new_session = session is None
-        if session is None:
-            session = Session(session_id=session_id or new_id(), agent_id=agent_id, user_id=user_id)
+        if session is not None:
+            _check_team(session.team_id, "session", session.session_id)
+            if session.agent_id != agent_id:
+                raise InvalidRequest(f"session {session_id} belongs to agent {session.agent_id}")
+        else:
+            session = Session(
+                session_id=session_id or new_id(),
+                agent_id=agent_id,
+                team_id=tenancy.current().team,
+                user_id=user_id,
+            )
         run_id = new_id()
         run = Run(
             run_id=run_id,
             session_id=session.session_id,
             agent_id=agent_id,
+            team_id=session.team_id,
             status=RunStatus.PENDING if background else RunStatus.RUNNING,
             user_id=user_id or session.user_id,
             input=message,
@@ -377,6 +392,7 @@ class Runpoint:
             run_id=new_run_id,
             session_id=source.session_id,
             agent_id=source.agent_id,
+            team_id=source.team_id,
             status=RunStatus.PENDING if background else RunStatus.RUNNING,
             user_id=source.user_id,
             input=input if input is not None else source.input,
@@ -420,10 +436,13 @@ class Runpoint:
         session = await self.storage.get_session(session_id)
         if session is None:
             raise NotFound(f"session {session_id} not found")
+        _check_team(session.team_id, "session", session_id)
         return session
 
     async def list_sessions(self, *, limit: int = 100, offset: int = 0) -> list[Session]:
-        return await self.storage.list_sessions(limit=limit, offset=offset)
+        """The sessions of the current principal's team, newest first."""
+        team = tenancy.current().team
+        return await self.storage.list_sessions(team_id=team, limit=limit, offset=offset)
 
     async def delete_session(self, session_id: str) -> None:
         await self.get_session(session_id)
@@ -457,6 +476,7 @@ class Runpoint:
         session = Session(
             session_id=new_id(),
             agent_id=source.agent_id,
+            team_id=source.team_id,
             user_id=source.user_id,
             forked_from_session_id=session_id,
         )
@@ -502,6 +522,7 @@ class Runpoint:
             or (agent_id is not None and run.agent_id != agent_id)
         ):
             raise NotFound(f"run {run_id} not found")
+        _check_team(run.team_id, "run", run_id)
         return run
 
     def _detail(self, run: Run, messages: list[Message]) -> RunDetail:
@@ -670,6 +691,13 @@ class Runpoint:
 
     def _model(self, agent: Agent) -> Model:
         return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
+
+
+def _check_team(team_id: str, kind: str, id_: str) -> None:
+    """The one tenancy rule: a session, and each of its runs, is its team's alone."""
+    if team_id != tenancy.current().team:
+        missing = NotFound(f"{kind} {id_} not found")
+        raise Forbidden(f"{kind} {id_} belongs to another team", missing)
 
 
 def _cut(segments: Sequence[Segment], index: int) -> list[Segment]:

@@ -21,7 +21,8 @@ class Storage(Protocol):
 
     async def get_session(self, session_id: str) -> Session | None: ...
 
-    async def list_sessions(self, *, limit: int, offset: int) -> list[Session]: ...
+    async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
+        """A team's sessions, newest first."""
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session with its runs, messages and checkpoints; False if unknown.

@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from runpoint.tenancy import DEFAULT_TEAM
+
 Role = Literal["system", "user", "assistant", "tool"]
 
 
@@ -95,6 +97,8 @@ class Run(msgspec.Struct, omit_defaults=True):
     session_id: str
     agent_id: str
     status: RunStatus = RunStatus.PENDING
+    # its session's team, kept here too so a run is checked without reading its session
+    team_id: str = DEFAULT_TEAM
     user_id: str | None = None
     input: str | None = None
     content: str | None = None
@@ -151,6 +155,7 @@ class Checkpoint(msgspec.Struct, omit_defaults=True):
 class Session(msgspec.Struct, omit_defaults=True):
     session_id: str
     agent_id: str
+    team_id: str = DEFAULT_TEAM  # internal: never on the wire
     user_id: str | None = None
     # the run new runs of this session follow (tree-aware session history)
     head_run_id: str | None = None

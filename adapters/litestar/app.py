@@ -13,45 +13,70 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.enums import HttpMethod
 from litestar.handlers import HTTPRouteHandler
+from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.static_files import create_static_files_router
 
 from runpoint.adapters import console
+from runpoint.adapters.auth import Auth
 from runpoint.agent import Agent
 from runpoint.services import DEFAULT_DATABASE, Runpoint
 
 from . import inputs
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
+from .security import PUBLIC, Authenticate
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
 Endpoint = Callable[[Request[Any, Any, Any]], Awaitable[Response[Any]]]
+DEFAULT_MAX_BODY_BYTES = 10_000_000
 
 
 def create_app(
-    agents: Iterable[Agent], *, database: str = DEFAULT_DATABASE, **options: Any
+    agents: Iterable[Agent],
+    *,
+    database: str = DEFAULT_DATABASE,
+    auth: Auth | None = None,
+    rate_limit: RateLimitConfig | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    **options: Any,
 ) -> Litestar:
     """The app serving `agents`; `options` go to `Runpoint` (lease_seconds, ...)."""
-    return build(Runpoint(agents, database=database, **options))
+    runpoint = Runpoint(agents, database=database, **options)
+    return build(runpoint, auth=auth, rate_limit=rate_limit, max_body_bytes=max_body_bytes)
 
 
-def build(rp: Runpoint, doc: dict[str, Any] | None = None) -> Litestar:
-    """Serve `rp` over the operations of `doc` (the checked-in document by default)."""
+def build(
+    rp: Runpoint,
+    doc: dict[str, Any] | None = None,
+    *,
+    auth: Auth | None = None,
+    rate_limit: RateLimitConfig | None = None,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Litestar:
+    """Serve `rp` over the operations of `doc` (the checked-in document by default), to
+    the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
+    (as often as they like without it), with bodies of at most `max_body_bytes`."""
     ops = operations(doc or document())
     ids = {op.operation_id for op in ops}
     if missing := sorted(ids - HANDLERS.keys()):
         raise SpecError(f"operations without a handler: {', '.join(missing)}")
     if extra := sorted(HANDLERS.keys() - ids):
         raise SpecError(f"handlers without an operation: {', '.join(extra)}")
-    paths: dict[str, dict[str, Endpoint]] = {}
+    paths: dict[str, list[Operation]] = {}
     for op in ops:
-        paths.setdefault(op.path, {})[op.method] = _endpoint(rp, op, HANDLERS[op.operation_id])
-    # The console's static files at /ui: not an operation of the document, a client of them.
-    ui = create_static_files_router("/ui", [console.DIRECTORY], html_mode=True, name="console")
+        paths.setdefault(op.path, []).append(op)
+    # The console's static files at /ui: not an operation of the document, a client of them
+    # (anyone may load them; what they call asks for credentials like any client's calls).
+    ui = create_static_files_router(
+        "/ui", [console.DIRECTORY], html_mode=True, name="console", opt={PUBLIC: True}
+    )
     return Litestar(
-        route_handlers=[*(_route(path, endpoints) for path, endpoints in paths.items()), ui],
+        route_handlers=[*(_route(rp, path, path_ops) for path, path_ops in paths.items()), ui],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
+        middleware=[Authenticate(auth or Auth()), *([rate_limit.middleware] if rate_limit else [])],
+        request_max_body_size=max_body_bytes,
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id],
         openapi_config=None,  # the checked-in document is served instead
@@ -76,9 +101,12 @@ def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
     return endpoint
 
 
-def _route(path: str, endpoints: dict[str, Endpoint]) -> HTTPRouteHandler:
+def _route(rp: Runpoint, path: str, ops: list[Operation]) -> HTTPRouteHandler:
     """One Litestar route per path, whatever its methods (Litestar answers OPTIONS with a
     stale Allow header when one path is registered in parts)."""
+    if len({op.public for op in ops}) > 1:
+        raise SpecError(f"{path}: some of its operations are public and some are not")
+    endpoints = {op.method: _endpoint(rp, op, HANDLERS[op.operation_id]) for op in ops}
 
     async def route(request: Request[Any, Any, Any]) -> Response[Any]:
         return await endpoints[request.method](request)
@@ -89,5 +117,6 @@ def _route(path: str, endpoints: dict[str, Endpoint]) -> HTTPRouteHandler:
         re.sub(r"\{(\w+)\}", r"{\1:str}", path),
         http_method=[HttpMethod(method) for method in endpoints],
         status_code=200,
+        opt={PUBLIC: ops[0].public},
     )
     return handler(route)

@@ -15,6 +15,7 @@ from litestar.types import ExceptionHandlersMap, Message, Scope
 from runpoint.errors import (
     ConfigurationError,
     Conflict,
+    Forbidden,
     InvalidBoundary,
     InvalidRequest,
     NotContinuable,
@@ -35,7 +36,15 @@ STATUS: dict[type[RunpointError], tuple[int, str]] = {
     NotContinuable: (409, "NOT_CONTINUABLE"),
     Conflict: (409, "CONFLICT"),
 }
-_HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 415: "UNSUPPORTED_MEDIA_TYPE"}
+_HTTP_CODES = {
+    401: "UNAUTHENTICATED",
+    403: "FORBIDDEN",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "REQUEST_ENTITY_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    429: "TOO_MANY_REQUESTS",
+}
 _MAX_REQUEST_ID = 200
 
 
@@ -61,15 +70,21 @@ def on_http_error(_: Request[Any, Any, Any], exc: HttpError) -> Response[bytes]:
 
 
 def on_runpoint_error(_: Request[Any, Any, Any], exc: RunpointError) -> Response[bytes]:
+    if isinstance(exc, Forbidden):  # another team's: as if it did not exist, not a 403
+        exc = exc.hidden
     status, code = next(v for t, v in STATUS.items() if isinstance(exc, t))
     return error_response(status, code, str(exc))
 
 
 def on_litestar_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    """The router's own refusals: unknown path (404), method (405), unreadable body."""
+    """Litestar's refusals: unknown path (404), method (405), unreadable or too large a body
+    (413), no credentials (401) or scope (403), too many requests (429)."""
     status = exc.status_code
     code = _HTTP_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_SERVER_ERROR")
-    return error_response(status, code, exc.detail, exc.headers)
+    headers = dict(exc.headers or {})
+    if "RateLimit-Reset" in headers:  # the limiter says when the window resets: so do we
+        headers["Retry-After"] = str(max(1, int(headers["RateLimit-Reset"])))
+    return error_response(status, code, exc.detail, headers)
 
 
 def on_unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:

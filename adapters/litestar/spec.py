@@ -49,6 +49,7 @@ class Operation:
     inputs: type[msgspec.Struct]  # validates every field at once
     body_types: tuple[str, ...]  # accepted media types; empty: no body
     status: int  # the success status
+    public: bool  # callable without credentials (its `security` is empty)
 
 
 @cache
@@ -118,7 +119,8 @@ class _Resolver:
             Field(names[k], loc, req, self.json_types(s), k) for k, loc, req, s in inputs
         )
         status = min(int(code) for code in op["responses"] if code.startswith("2"))
-        return Operation(name, method.upper(), path, fields, struct, body_types, status)
+        public = not op.get("security", self.doc.get("security"))
+        return Operation(name, method.upper(), path, fields, struct, body_types, status, public)
 
     def default(self, schema: dict[str, Any]) -> Any:
         return schema.get("default", self.deref(schema).get("default"))

@@ -5,15 +5,17 @@ checkpoints each) but of 10 and of 10,000 messages, starts `runpoint serve` on i
 loads each endpoint from wrk on loopback: the timeline, the snapshot at the last interior
 checkpoint and get-run of each run, and /health as the ceiling (a bare JSON endpoint on
 the same server, through the same app). Prints requests per second, p50 and p99 latency,
-and checks the issue's two targets.
+and checks the issue's two targets. With --api-key, the server wants an API key and every
+request sends one (the price of authentication; /health, public, stays the ceiling).
 
-    python contrib/bench/endpoints.py [--duration 5] [--connections 8]
+    python contrib/bench/endpoints.py [--duration 5] [--connections 8] [--api-key]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import re
 import shutil
 import socket
@@ -75,9 +77,9 @@ class Result:
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def wrk(name: str, url: str, duration: int, connections: int) -> Result:
+def wrk(name: str, url: str, duration: int, connections: int, headers: list[str]) -> Result:
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", url],
+        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", *headers, url],
         check=True,
         capture_output=True,
         text=True,
@@ -102,7 +104,7 @@ def free_port() -> int:
         return port
 
 
-def serve(db: Path, port: int) -> subprocess.Popen[bytes]:
+def serve(db: Path, port: int, *options: str) -> subprocess.Popen[bytes]:
     command = shutil.which("runpoint", path=str(Path(sys.executable).parent)) or "runpoint"
     args = [
         "serve",
@@ -114,6 +116,7 @@ def serve(db: Path, port: int) -> subprocess.Popen[bytes]:
         "1",
         "--log-level",
         "warning",
+        *options,
     ]
     process = subprocess.Popen([command, *args])
     deadline = time.monotonic() + 30
@@ -131,6 +134,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=5, help="seconds per endpoint")
     parser.add_argument("--connections", type=int, default=8)
+    parser.add_argument("--api-key", action="store_true", help="authenticate every request")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         raise SystemExit("wrk is needed: apt-get install wrk")
@@ -140,8 +144,16 @@ def main() -> None:
         runs = {
             n: asyncio.run(seed(database, sizes)) for n, sizes in ((10, SMALL), (10_000, LARGE))
         }
+        options, headers = [], []
+        if args.api_key:  # of the default team, which the seeded runs belong to
+            key = "bench-key"
+            keys = Path(tmp) / "keys.yaml"
+            keys.write_text(
+                f"keys: [{{sha256: {hashlib.sha256(key.encode()).hexdigest()}, team: default}}]\n"
+            )
+            options, headers = ["--api-keys", str(keys)], ["-H", f"Authorization: Bearer {key}"]
         port = free_port()
-        server = serve(db, port)
+        server = serve(db, port, *options)
         try:
             base = f"http://127.0.0.1:{port}"
             urls = {"ceiling (GET /health)": f"{base}/health"}
@@ -151,10 +163,12 @@ def main() -> None:
                 urls[f"timeline   {n:>6} msgs"] = f"{run}/checkpoints{query}"
                 urls[f"snapshot   {n:>6} msgs"] = f"{run}/checkpoints/{interior}{query}"
                 urls[f"get-run    {n:>6} msgs"] = f"{run}{query}"
+            sent = dict(h.split(": ", 1) for h in headers[1::2])
             for url in urls.values():  # warm up, and fail early on a bad URL
-                httpx.get(url).raise_for_status()
+                httpx.get(url, headers=sent).raise_for_status()
             results = {
-                name: wrk(name, url, args.duration, args.connections) for name, url in urls.items()
+                name: wrk(name, url, args.duration, args.connections, headers)
+                for name, url in urls.items()
             }
         finally:
             server.terminate()
@@ -164,7 +178,11 @@ def main() -> None:
 
 def report(results: dict[str, Result], args: argparse.Namespace) -> None:
     ceiling = results["ceiling (GET /health)"]
-    print(f"runpoint serve, 1 worker; wrk -t2 -c{args.connections} -d{args.duration}s on loopback")
+    auth = ", an API key on each request" if args.api_key else ""
+    print(
+        f"runpoint serve, 1 worker; wrk -t2 -c{args.connections} -d{args.duration}s on loopback"
+        + auth
+    )
     print(f"{'endpoint':<24}{'req/s':>10}{'p50 ms':>10}{'p99 ms':>10}{'of ceiling':>12}")
     for r in results.values():
         share = r.rps / ceiling.rps

@@ -19,6 +19,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from runpoint.tenancy import DEFAULT_TEAM
+
 
 class Document(TypeDecorator[bytes | str]):
     """A msgspec-encoded JSON document: a BLOB on SQLite, JSONB on PostgreSQL.
@@ -47,9 +49,11 @@ sessions = Table(
     metadata,
     Column("session_id", String(64), primary_key=True),
     Column("agent_id", String(200), nullable=False),
+    Column("team_id", String(200), nullable=False, server_default=DEFAULT_TEAM),
     Column("forked_from_session_id", String(64), index=True),
     Column("created_at", Float, nullable=False, index=True),
     Column("data", Document, nullable=False),
+    Index("ix_sessions_team_created", "team_id", "created_at"),
 )
 
 runs = Table(

@@ -148,12 +148,13 @@ class SqlStorage:
         found = await self._documents(sql, {"id": session_id}, Session)
         return found[0] if found else None
 
-    async def list_sessions(self, *, limit: int, offset: int) -> list[Session]:
+    async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
         sql = (
-            "SELECT data FROM sessions ORDER BY created_at DESC, session_id "
-            "LIMIT :limit OFFSET :offset"
+            "SELECT data FROM sessions WHERE team_id = :team "
+            "ORDER BY created_at DESC, session_id LIMIT :limit OFFSET :offset"
         )
-        return await self._documents(sql, {"limit": limit, "offset": offset}, Session)
+        params = {"team": team_id, "limit": limit, "offset": offset}
+        return await self._documents(sql, params, Session)
 
     async def delete_session(self, session_id: str) -> bool:
         async with self._write() as conn:
@@ -381,6 +382,7 @@ class SqlStorage:
         return {
             "session_id": session.session_id,
             "agent_id": session.agent_id,
+            "team_id": session.team_id,
             "forked_from_session_id": session.forked_from_session_id,
             "created_at": session.created_at,
             "data": self._count(_encode(session)),

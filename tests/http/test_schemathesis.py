@@ -1,23 +1,34 @@
 """Schemathesis against the in-process app and the checked-in document: every check, the
-stateless phases and the stateful phase through the document's links."""
+stateless phases and the stateful phase through the document's links, with a team's
+API key; then every operation without credentials, which must be a 401 the document
+describes (but for the public ones)."""
 
 from __future__ import annotations
 
 import tempfile
 import uuid
+from pathlib import Path
 from typing import Any
 
 import hypothesis
 import schemathesis
 from schemathesis.config import SchemathesisConfig
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
 
+from runpoint.adapters import auth
 from runpoint.adapters.litestar import create_app
 from runpoint.plugins.demo import agents
 
-from .conftest import SPEC
+from .conftest import SPEC, write_keys
 
 CONFIG = {
     "seed": 20261129,
+    "auth": {"openapi": {"bearerAuth": {"bearer": "alpha-key"}}},
     # mostly the demo's agents, so that runs get created and the links have ids to follow
     "dictionaries": {"agents": {"values": [a.id for a in agents]}},
     "parameters": {"path.agent_id": {"dictionary": "agents", "probability": 0.8}},
@@ -35,8 +46,13 @@ CONFIG = {
 # Collected at import (pytest fixtures cannot feed `parametrize`): the database lives in a
 # directory removed when the interpreter exits.
 _db = tempfile.TemporaryDirectory(prefix="runpoint-schemathesis-")
+_auth = auth.load(api_keys_file=str(write_keys(Path(_db.name) / "keys.yaml")))
+_app = create_app(agents, database=f"sqlite:///{_db.name}/runpoint.db", auth=_auth)
 api = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(CONFIG))
-api.app = create_app(agents, database=f"sqlite:///{_db.name}/runpoint.db")
+api.app = _app
+ANONYMOUS = {"seed": 20261129, "generation": {"mode": "all", "max-examples": 3}}
+anonymous = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(ANONYMOUS))
+anonymous.app = _app
 
 
 @api.hook
@@ -76,3 +92,24 @@ def test_stateful() -> None:
         suppress_health_check=list(hypothesis.HealthCheck),
     )
     api.as_state_machine().run(settings=settings)
+
+
+@anonymous.parametrize()
+def test_operations_without_credentials(case: schemathesis.Case[Any]) -> None:
+    response = case.call()
+    where = (case.method, case.path, response.status_code, response.text[:200])
+    if case.method.upper() != case.operation.method.upper():
+        # the router's own answers, no operation's: OPTIONS (Allow) or 405; no data either way
+        assert response.status_code == (204 if case.method.upper() == "OPTIONS" else 405), where
+    elif case.operation.definition.raw.get("security") == []:
+        assert response.status_code != 401, where
+    else:
+        assert response.status_code == 401, where
+        assert response.headers["www-authenticate"] == ["Bearer"]
+    checks = [
+        status_code_conformance,
+        content_type_conformance,
+        response_headers_conformance,
+        response_schema_conformance,
+    ]
+    case.validate_response(response, checks=checks)

@@ -115,4 +115,6 @@ async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(datab
         fork = await (await rp.continue_run("r1", continue_from="last_user")).result()
         assert fork.forked_from_message_index == 1
         assert (await rp.get_session("s1")) == session
+        # the session made before teams is the default team's, listed as such
+        assert [s.session_id for s in await rp.list_sessions()] == ["s1"]
         assert len(await rp.list_runs("s1")) == 2

@@ -1,0 +1,81 @@
+"""Who may call an operation, and how often: the middleware every route of the document
+goes through, whichever dialect it belongs to. Refusals are raised as Litestar's exceptions,
+so each dialect's exception handlers (errors.py) render them in its own format."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, get_args
+
+from litestar import Request
+from litestar.datastructures import Headers
+from litestar.enums import ScopeType
+from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.middleware import ASGIMiddleware
+from litestar.middleware.rate_limit import DurationUnit, RateLimitConfig
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+from runpoint import tenancy
+from runpoint.adapters.auth import Auth, Unauthenticated
+
+# a route's opt key: anyone may call it (the document's `security: []`, and the console)
+PUBLIC = "public"
+_READING = frozenset({"GET", "HEAD"})
+_RATE = re.compile(r"(\d+)/(" + "|".join(get_args(DurationUnit)) + ")")
+
+
+class Authenticate(ASGIMiddleware):
+    """Acts as the principal the bearer token proves (401 without one), if it has the
+    scope the method needs (403): `read` for GET, `write` for anything else."""
+
+    scopes = (ScopeType.HTTP,)
+    exclude_opt_key = PUBLIC
+
+    @staticmethod
+    def should_bypass_for_scope(scope: Scope) -> bool:
+        # Litestar answers OPTIONS itself (Allow, CORS preflights carry no credentials)
+        return scope.get("method") == "OPTIONS"
+
+    def __init__(self, auth: Auth) -> None:
+        self.auth = auth
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
+        principal = tenancy.OPEN if self.auth.is_open else self._principal(scope)
+        needed = tenancy.READ if scope.get("method") in _READING else tenancy.WRITE
+        if needed not in principal.scopes:
+            raise PermissionDeniedException(f"this token lacks the {needed!r} scope")
+        scope["user"] = principal
+        with tenancy.acting_as(principal):
+            await next_app(scope, receive, send)
+
+    def _principal(self, scope: Scope) -> tenancy.Principal:
+        scheme, _, token = Headers.from_scope(scope).get("authorization", "").partition(" ")
+        try:
+            if scheme and scheme.lower() != "bearer":
+                raise Unauthenticated(f"use the Bearer scheme, not {scheme}")
+            return self.auth.principal(token.strip())
+        except Unauthenticated as exc:
+            raise NotAuthorizedException(str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
+
+
+def rate_limit(spec: str) -> RateLimitConfig:
+    """Litestar's limiter for `spec` ("600/minute"), one budget per principal."""
+    if not (match := _RATE.fullmatch(spec.strip())) or int(match[1]) < 1:
+        units = ", ".join(get_args(DurationUnit))
+        raise ValueError(f"a rate limit is COUNT/UNIT with UNIT one of {units}, not {spec!r}")
+    unit: DurationUnit = match[2]  # type: ignore[assignment]
+    return RateLimitConfig(
+        (unit, int(match[1])),
+        identifier_for_request=_principal_key,
+        check_throttle_handler=_acts_as_principal,
+    )
+
+
+def _acts_as_principal(request: Request[Any, Any, Any]) -> bool:
+    """Whether Authenticate let the request through (public routes have no budget)."""
+    return isinstance(request.scope.get("user"), tenancy.Principal)
+
+
+def _principal_key(request: Request[Any, Any, Any]) -> str:
+    principal: tenancy.Principal = request.scope["user"]
+    return f"{principal.team}\n{principal.user or ''}"

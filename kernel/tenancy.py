@@ -1,0 +1,40 @@
+"""Teams: every session belongs to one, and only its principals see it and its runs.
+
+The principal a request acts as is ambient (a context variable the adapter sets once per
+request), so every service that looks a session or run up checks it the same way, and
+code that calls the services from Python acts as `OPEN`: the default team, every scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+import msgspec
+
+DEFAULT_TEAM = "default"
+READ, WRITE = "read", "write"  # reading anything, changing anything
+
+
+class Principal(msgspec.Struct, frozen=True):
+    team: str
+    user: str | None = None
+    scopes: frozenset[str] = frozenset({READ, WRITE})
+
+
+OPEN = Principal(DEFAULT_TEAM)
+_current: ContextVar[Principal] = ContextVar("runpoint_principal", default=OPEN)
+
+
+def current() -> Principal:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def acting_as(principal: Principal) -> Iterator[Principal]:
+    token = _current.set(principal)
+    try:
+        yield principal
+    finally:
+        _current.reset(token)

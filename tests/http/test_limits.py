@@ -1,0 +1,81 @@
+"""Limits: each principal has its own request budget (429 with Retry-After once spent), and
+a body over the configured size is a 413 however it is sent (a chunked body, which only a
+real server can send, is in test_serve.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from litestar import Litestar
+from litestar.testing import AsyncTestClient
+
+from runpoint.adapters import auth
+from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar.security import rate_limit
+from runpoint.plugins.demo import agents
+
+from .conftest import bearer
+
+Client = AsyncTestClient[Litestar]
+RUNS = "/agents/travel-agent/runs"
+MAX_BODY = 2_000
+
+
+@pytest.fixture
+async def limited(tmp_path: Path, keyed_auth: auth.Auth) -> AsyncIterator[Client]:
+    app = create_app(
+        agents,
+        database=f"sqlite:///{tmp_path / 'runpoint.db'}",
+        auth=keyed_auth,
+        rate_limit=rate_limit("3/minute"),
+        max_body_bytes=MAX_BODY,
+    )
+    async with AsyncTestClient(app) as client:
+        yield client
+
+
+async def test_a_principal_that_spends_its_budget_gets_429_with_retry_after(
+    limited: Client,
+) -> None:
+    alpha = bearer("alpha-key")
+    assert [(await limited.get("/sessions", headers=alpha)).status_code for _ in range(3)] == [
+        200
+    ] * 3
+    refused = await limited.get("/agents", headers=alpha)
+    assert refused.status_code == 429
+    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert refused.json()["error_code"] == "TOO_MANY_REQUESTS"
+    # the budget is the principal's, not the address's, and the public routes have none
+    assert (await limited.get("/sessions", headers=bearer("beta-key"))).status_code == 200
+    assert (await limited.get("/health")).status_code == 200
+
+
+def test_a_rate_limit_is_count_per_unit() -> None:
+    assert rate_limit(" 600/minute ").rate_limit == ("minute", 600)
+    for wrong in ("600", "0/second", "10/week", "ten/hour"):
+        with pytest.raises(ValueError, match="COUNT/UNIT"):
+            rate_limit(wrong)
+
+
+@pytest.mark.parametrize("how", ["json", "multipart", "form"])
+async def test_a_body_over_the_limit_is_a_413_however_it_comes(limited: Client, how: str) -> None:
+    headers = bearer("alpha-key")
+    big = "x" * MAX_BODY
+    if how == "json":
+        response = await limited.post(RUNS, json={"message": big}, headers=headers)
+    elif how == "multipart":
+        response = await limited.post(RUNS, files={"message": ("m.txt", big)}, headers=headers)
+    else:
+        response = await limited.post(RUNS, data={"message": big}, headers=headers)
+    assert response.status_code == 413
+    assert response.json()["error_code"] == "REQUEST_ENTITY_TOO_LARGE"
+    # nothing was started
+    assert (await limited.get("/sessions", headers=headers)).json()["data"] == []
+
+
+async def test_a_body_under_the_limit_is_served(limited: Client) -> None:
+    body = {"message": "x" * (MAX_BODY // 2), "stream": False}
+    created = await limited.post(RUNS, json=body, headers=bearer("alpha-key"))
+    assert created.status_code == 200
