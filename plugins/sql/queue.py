@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Awaitable, Callable, Collection
 
 import asyncpg
@@ -24,6 +25,7 @@ from sqlalchemy.engine import make_url
 from runpoint.runqueue import QueuedRun
 
 _decode = msgspec.json.Decoder(QueuedRun).decode
+log = logging.getLogger(__name__)
 
 
 def entrypoint(agent_id: str) -> str:
@@ -62,8 +64,16 @@ class PgQueue:
 
         for agent_id in agent_ids:
             manager.entrypoint(entrypoint(agent_id))(take)
-        # one job at a time: a batch would go to whichever process asked first
-        self._consuming = asyncio.create_task(manager.run(batch_size=1), name="run queue")
+        self._consuming = asyncio.create_task(self._consume(manager), name="run queue")
+
+    async def _consume(self, manager: QueueManager) -> None:
+        while not manager.shutdown.is_set():
+            try:
+                # one job at a time: a batch would go to whichever process asked first
+                await manager.run(batch_size=1)
+            except Exception:  # a lost database connection must not end the consumer
+                log.exception("run queue failed; retrying")
+                await asyncio.sleep(1)
 
     async def close(self) -> None:
         if self._manager is not None and self._consuming is not None:

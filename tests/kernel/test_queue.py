@@ -9,12 +9,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import asyncpg
 import pytest
-from sqlalchemy.engine import make_url
 
 from runpoint.services import Runpoint
 from runpoint.types import RunStatus
+from tests import postgres
 from tests.kernel.queue_worker import agents
 from tests.kernel.test_recovery import until
 
@@ -44,13 +43,8 @@ async def worker(database: str, name: str, *options: str) -> AsyncIterator[list[
 
 
 async def jobs_in_queue(database: str) -> int:
-    url = make_url(database).set(drivername="postgresql").render_as_string(False)
-    connection = await asyncpg.connect(url)
-    try:
-        count: int = await connection.fetchval("SELECT count(*) FROM pgqueuer")
-        return count
-    finally:
-        await connection.close()
+    count: int = await postgres.fetch_value(database, "SELECT count(*) FROM pgqueuer")
+    return count
 
 
 @ON_POSTGRES
