@@ -205,7 +205,6 @@ class Runpoint:
         run_id = new_id()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout
-        queued = self._queued(background, stream)
         run = Run(
             run_id=run_id,
             session_id=session.session_id,
@@ -217,7 +216,7 @@ class Runpoint:
             policy=agent.checkpoint,
             segments=[Segment(run_id, 0)],
         )
-        self.leases.offer(run) if queued else self.leases.stamp(run)
+        self._lease(run, background, stream)
         while True:
             try:
                 run = await self.storage.start_in_session(run)
@@ -227,9 +226,7 @@ class Runpoint:
                     raise
                 await asyncio.sleep(BUSY_POLL_SECONDS)
         incoming = [Message(role="user", content=message)]
-        if queued:
-            return await self._enqueue(run, incoming)
-        return await self._start(agent, run, incoming, stream)
+        return await self._begin(agent, run, incoming, stream, background)
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
@@ -390,13 +387,10 @@ class Runpoint:
             forked_from_message_index=index,
             regenerated_from=source.run_id if regenerate else None,
         )
-        queued = self._queued(background, stream)
-        self.leases.offer(run) if queued else self.leases.stamp(run)
+        self._lease(run, background, stream)
         await self.storage.create_runs([run])
         new = [Message(role="user", content=input)] if input is not None else []
-        if queued:
-            return await self._enqueue(run, new)
-        return await self._start(agent, run, new, stream, model=model)
+        return await self._begin(agent, run, new, stream, background, model=model)
 
     async def cancel(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
@@ -586,13 +580,10 @@ class Runpoint:
         # Claim the run: a concurrent continue of it (here or in another process) read
         # the same revision, and its claim now fails with Conflict.
         run.status = RunStatus.PENDING if background else RunStatus.RUNNING
-        queued = self._queued(background, stream)
-        self.leases.offer(run) if queued else self.leases.stamp(run)
+        self._lease(run, background, stream)
         await self.storage.save(run, [], None)
-        if queued:
-            return await self._enqueue(run, new, decisions)
-        return await self._start(
-            agent, run, new, stream, decisions=decisions, resumed=True, model=model
+        return await self._begin(
+            agent, run, new, stream, background, decisions=decisions, resumed=True, model=model
         )
 
     async def _start(
@@ -646,11 +637,34 @@ class Runpoint:
         a background run (one nobody streams) on a database with a queue."""
         return background and not stream and self.queue is not None
 
-    async def _enqueue(
+    def _lease(self, run: Run, background: bool, stream: bool) -> None:
+        """Hold a run about to execute here; leave one for the queue to nobody."""
+        if self._queued(background, stream):
+            self.leases.offer(run)
+        else:
+            self.leases.stamp(run)
+
+    async def _begin(
         self,
+        agent: Agent,
         run: Run,
         incoming: Sequence[Message],
+        stream: bool,
+        background: bool,
+        *,
         decisions: Mapping[str, Decision] | None = None,
+        resumed: bool = False,
+        model: str | None = None,
+    ) -> RunHandle:
+        """Execute an accepted run here, or hand it to the run queue."""
+        if self._queued(background, stream):
+            return await self._enqueue(run, incoming, decisions or {})
+        return await self._start(
+            agent, run, incoming, stream, decisions=decisions, resumed=resumed, model=model
+        )
+
+    async def _enqueue(
+        self, run: Run, incoming: Sequence[Message], decisions: Mapping[str, Decision]
     ) -> RunHandle:
         """Put an accepted PENDING run on the queue. Its input is made durable first, so
         whoever takes it (the job's process, or the lease watch if no process claims it
@@ -663,7 +677,7 @@ class Runpoint:
                 )
                 run.message_count += 1
             await self.storage.save(run, incoming, None)
-        await self.queue.put(QueuedRun(run.run_id, run.agent_id, dict(decisions or {})))
+        await self.queue.put(QueuedRun(run.run_id, run.agent_id, dict(decisions)))
         return self._follow(run)
 
     async def _take(self, job: QueuedRun) -> None:

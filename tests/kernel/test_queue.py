@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
+from runpoint import hookimpl
+from runpoint.host import PluginHost
+from runpoint.runqueue import QueuedRun, RunQueueFactory
 from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.types import Run, RunStatus
 from tests import postgres
 from tests.kernel.queue_worker import agents
 from tests.kernel.test_recovery import until
@@ -45,6 +48,52 @@ async def worker(database: str, name: str, *options: str) -> AsyncIterator[list[
 async def jobs_in_queue(database: str) -> int:
     count: int = await postgres.fetch_value(database, "SELECT count(*) FROM pgqueuer")
     return count
+
+
+class Twice:
+    """A run queue, plugged in through runpoint_run_queues, that delivers each job twice
+    at once (queues may deliver a job more than once)."""
+
+    def __init__(self) -> None:
+        self.jobs: list[QueuedRun] = []
+        self.started: list[str] = []
+
+    @hookimpl
+    def runpoint_run_queues(self) -> Mapping[str, RunQueueFactory]:
+        return {"sqlite": lambda url: self, "postgresql": lambda url: self}
+
+    @hookimpl
+    def runpoint_run_started(self, run: Run) -> None:
+        self.started.append(run.run_id)
+
+    async def open(
+        self, agent_ids: Collection[str], execute: Callable[[QueuedRun], Awaitable[None]]
+    ) -> None:
+        self.execute = execute
+
+    async def close(self) -> None:
+        pass
+
+    async def put(self, job: QueuedRun) -> None:
+        self.jobs.append(job)
+
+    async def deliver(self) -> None:
+        await asyncio.gather(*(self.execute(job) for job in self.jobs for _ in range(2)))
+
+
+async def test_a_queued_run_is_accepted_durably_and_executed_once(database: str) -> None:
+    queue = Twice()
+    async with Runpoint(agents, database=database, host=PluginHost([queue])) as rp:
+        handle = await rp.create_run("marked", "Paris", background=True)
+        accepted = await rp.get_run(handle.run.run_id)
+        # nobody's yet, its input durable: any process (or the lease watch) can take it
+        assert accepted.run.status is RunStatus.PENDING and accepted.run.lease_owner is None
+        assert [m.content for m in accepted.messages] == ["Paris"]
+        assert queue.jobs == [QueuedRun(handle.run.run_id, "marked")]
+        await queue.deliver()
+        run = await handle.result()
+    assert run.status is RunStatus.COMPLETED and run.recoveries == 0
+    assert queue.started == [run.run_id]  # two deliveries, one execution
 
 
 @ON_POSTGRES
