@@ -54,6 +54,8 @@ class PgQueue:
         await manager.verify_structure()  # fail at start-up, not in the background
 
         async def take(job: Job) -> None:
+            if manager.shutdown.is_set():  # closing: its run is left to the lease watch
+                return
             task = asyncio.current_task()
             assert task is not None and job.payload is not None
             self._jobs.add(task)
