@@ -1,6 +1,6 @@
 """Recovery benchmark: how soon runs whose process was killed are resumed, and at what cost.
 
-    .venv/bin/python contrib/bench/recovery.py [--runs 20] [--rounds 2] [--lease 1.0]
+    .venv/bin/python contrib/bench/recovery.py [--runs 16] [--rounds 2] [--lease 1.0]
 
 On PostgreSQL (a throwaway server; runs go through the run queue) and on SQLite, each
 round starts a process that accepts and executes background runs of the fault test's
@@ -43,10 +43,9 @@ async def victim(database: str, runs: int, lease: float) -> None:
     """The process to kill: it accepts the runs, and prints `ready` once it executes
     every one of them."""
     async with Runpoint(agents, database=database, lease_seconds=lease) as rp:
-        handles = [
-            await rp.create_run("booker", f"job-{i}: {CITIES}", background=True)
-            for i in range(runs)
-        ]
+        handles = await asyncio.gather(
+            *(rp.create_run("booker", f"job-{i}: {CITIES}", background=True) for i in range(runs))
+        )
         for handle in handles:
             print(handle.run.run_id, flush=True)
         for handle in handles:
@@ -101,7 +100,7 @@ async def one_round(
         assert line, "the victim exited"
         run_ids.append(line)
     async with survivor as rp:
-        await asyncio.sleep(rng.uniform(0.1, 0.3))
+        await asyncio.sleep(rng.uniform(0.05, 0.2))
         child.kill()
         killed_at = time.time()
         await child.wait()
@@ -203,7 +202,7 @@ if __name__ == "__main__":
         asyncio.run(victim(sys.argv[2], int(sys.argv[3]), float(sys.argv[4])))
     else:
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-        parser.add_argument("--runs", type=int, default=20, help="runs per kill")
+        parser.add_argument("--runs", type=int, default=16, help="runs per kill")
         parser.add_argument("--rounds", type=int, default=2, help="kills per backend")
         parser.add_argument("--lease", type=float, default=1.0, help="lease seconds")
         args = parser.parse_args()
