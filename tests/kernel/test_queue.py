@@ -96,6 +96,19 @@ async def test_a_queued_run_is_accepted_durably_and_executed_once(database: str)
     assert queue.started == [run.run_id]  # two deliveries, one execution
 
 
+async def test_a_queued_fork_runs_on_the_model_it_was_switched_to(database: str) -> None:
+    queue = Twice()
+    async with Runpoint(agents, database=database, host=PluginHost([queue])) as rp:
+        source = await (await rp.create_run("marked", "Paris")).result()
+        handle = await rp.continue_run(
+            source.run_id, input="Say it back", model="scripted:echo", background=True
+        )
+        await queue.deliver()
+        fork = await handle.result()
+        answer = (await rp.get_run(fork.run_id)).messages[-1]
+    assert (answer.model, answer.content) == ("scripted:echo", "Say it back")
+
+
 @ON_POSTGRES
 async def test_runs_accepted_by_one_process_are_executed_by_another(database: str) -> None:
     async with (
