@@ -19,6 +19,7 @@ import pluggy
 
 from runpoint.model import ModelProvider
 from runpoint.policy import CheckpointPolicy
+from runpoint.runqueue import RunQueueFactory
 from runpoint.storage import StorageFactory
 from runpoint.types import Checkpoint, Message, Run, ToolExecution
 
@@ -74,4 +75,11 @@ def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicy]:
 @hookspec
 def runpoint_storage_backends() -> Mapping[str, StorageFactory]:
     """Register storage backends by database URL scheme (``"sqlite"``, ...)."""
+    raise NotImplementedError
+
+
+@hookspec
+def runpoint_run_queues() -> Mapping[str, RunQueueFactory]:
+    """Register run queues by database URL scheme: background runs on such a database are
+    handed out through the queue to any process (see `runpoint.runqueue`)."""
     raise NotImplementedError

@@ -13,6 +13,7 @@ from runpoint import hookspecs
 from runpoint.errors import ConfigurationError
 from runpoint.model import Model, ModelProvider
 from runpoint.policy import CheckpointPolicy
+from runpoint.runqueue import RunQueue, RunQueueFactory
 from runpoint.storage import Storage, StorageFactory
 
 NAME = "runpoint"
@@ -61,9 +62,20 @@ class PluginHost:
 
     def storage(self, url: str) -> Storage:
         factory: StorageFactory = _lookup(
-            self.hook.runpoint_storage_backends(), urlsplit(url).scheme.split("+")[0], "storage"
+            self.hook.runpoint_storage_backends(), _scheme(url), "storage"
         )
         return factory(url)
+
+    def queue(self, url: str) -> RunQueue | None:
+        """The run queue for a database, if a plugin offers one (else runs execute in
+        the process that accepts them)."""
+        queues: dict[str, RunQueueFactory] = _merge(self.hook.runpoint_run_queues())
+        factory = queues.get(_scheme(url))
+        return factory(url) if factory else None
+
+
+def _scheme(url: str) -> str:
+    return urlsplit(url).scheme.split("+")[0]
 
 
 def _merge(results: Iterable[Mapping[str, T]]) -> dict[str, T]:

@@ -1,10 +1,11 @@
 """Leases: how a run survives its process.
 
 A process executing a run holds a lease on it, renewed as the run goes and by a heartbeat
-in between. A run whose lease ran out lost its process (SIGKILL, power loss): the sweeper
-of any process that knows the run's agent claims it (one winner, by the run's revision)
-and resumes it from its last durable boundary, up to `max_recoveries` times; after that
-the run ends ERROR with the reason.
+in between (a run waiting in the run queue holds an unowned one: see `Leases.offer`). A
+run whose lease ran out lost its process (SIGKILL, power loss): the sweeper of any
+process that knows the run's agent claims it (one winner, by the run's revision) and
+resumes it from its last durable boundary, up to `max_recoveries` times; after that the
+run ends ERROR with the reason.
 """
 
 from __future__ import annotations
@@ -40,6 +41,11 @@ class Leases:
             run.lease_owner, run.lease_expires_at = self.owner, now() + self.lease_seconds
         else:
             run.lease_owner, run.lease_expires_at = None, None
+
+    def offer(self, run: Run) -> None:
+        """Leave a PENDING run to the run queue: it is nobody's until a process claims it,
+        and if none has within `lease_seconds`, the lease watch of any process takes it."""
+        run.lease_owner, run.lease_expires_at = None, now() + self.lease_seconds
 
     def is_held_elsewhere(self, run: Run) -> bool:
         """Whether another live process executes this run."""

@@ -28,6 +28,7 @@ from runpoint.host import PluginHost
 from runpoint.loop import Decision, RunTask
 from runpoint.model import Model
 from runpoint.recovery import Leases
+from runpoint.runqueue import QueuedRun
 from runpoint.storage import Storage
 from runpoint.types import (
     Checkpoint,
@@ -75,13 +76,13 @@ class RunHandle:
     def __init__(
         self,
         run: Run,
-        task: asyncio.Task[Run],
+        stopped: Callable[[], Awaitable[Run]],
         events: asyncio.Queue[RunEvent | None] | None,
         *,
         replayed: bool = False,
     ) -> None:
         self.run = run
-        self._task = task
+        self._stopped = stopped
         self._events = events
         # the answer to a retried request (same Idempotency-Key): the first request's run,
         # whose events went to the first request
@@ -94,7 +95,7 @@ class RunHandle:
             yield event
 
     async def result(self) -> Run:
-        return await asyncio.shield(self._task)
+        return await self._stopped()
 
 
 class Runpoint:
@@ -110,16 +111,22 @@ class Runpoint:
         lease_seconds: float = 30.0,
         max_recoveries: int = 3,
         recover: bool = True,
+        execute_queued: bool = True,
     ) -> None:
         """`busy_session` says what a new run in a session that has a run in flight
         does: fail with Conflict, or wait (up to `busy_timeout` seconds) for it.
 
         A run executing here holds a lease of `lease_seconds`, renewed while it goes;
         with `recover`, this process resumes runs whose process died (their lease ran
-        out), each at most `max_recoveries` times (see runpoint.recovery)."""
+        out), each at most `max_recoveries` times (see runpoint.recovery).
+
+        Where the database has a run queue (PostgreSQL), background runs go through it
+        to any process; `execute_queued=False` makes this process only accept them."""
         self.host = host or PluginHost()
         self.agents = {agent.id: agent for agent in agents}
         self.storage = storage or self.host.storage(database)
+        self.queue = self.host.queue(database) if storage is None else None
+        self._execute_queued = execute_queued
         self.busy_session = busy_session
         self.busy_timeout = busy_timeout
         self.leases = Leases(
@@ -135,6 +142,8 @@ class Runpoint:
 
     async def open(self) -> Runpoint:
         await self.storage.open()
+        if self.queue is not None:
+            await self.queue.open(list(self.agents) if self._execute_queued else [], self._take)
         if self._recover:
             watch = self.leases.watch(
                 lambda: list(self._active), list(self.agents), self._recovered
@@ -143,6 +152,8 @@ class Runpoint:
         return self
 
     async def close(self) -> None:
+        if self.queue is not None:  # first, so no job starts a run while runs are stopped
+            await self.queue.close()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -218,7 +229,7 @@ class Runpoint:
             policy=agent.checkpoint,
             segments=[Segment(run_id, 0)],
         )
-        self.leases.stamp(run)
+        self._lease(run, background, stream)
         incoming = [Message(role="user", content=message)]
         if new_session:  # the session and its first run in one transaction
             try:
@@ -232,7 +243,7 @@ class Runpoint:
                     stream=stream,
                     background=background,
                 )
-            return await self._start(agent, run, incoming, stream)
+            return await self._begin(agent, run, incoming, stream, background)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout
         while True:
@@ -243,7 +254,7 @@ class Runpoint:
                 if self.busy_session != "wait" or loop.time() >= deadline:
                     raise
                 await asyncio.sleep(BUSY_POLL_SECONDS)
-        return await self._start(agent, run, incoming, stream)
+        return await self._begin(agent, run, incoming, stream, background)
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
@@ -405,10 +416,10 @@ class Runpoint:
             forked_from_message_index=index,
             regenerated_from=source.run_id if regenerate else None,
         )
-        self.leases.stamp(run)
+        self._lease(run, background, stream)
         await self.storage.create_runs([run])
         new = [Message(role="user", content=input)] if input is not None else []
-        return await self._start(agent, run, new, stream, model=model)
+        return await self._begin(agent, run, new, stream, background, model=model)
 
     async def cancel(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
@@ -427,7 +438,10 @@ class Runpoint:
         run.status = RunStatus.CANCELLED
         run.updated_at = now()
         self.leases.stamp(run)
-        await self.storage.save(run, [], None)
+        try:
+            await self.storage.save(run, [], None)
+        except Conflict:  # a process took it off the queue meanwhile: ask that one to stop
+            return await self.cancel(run_id, session_id=session_id, agent_id=agent_id)
         return run
 
     # -- sessions ------------------------------------------------------------------
@@ -600,10 +614,10 @@ class Runpoint:
         # Claim the run: a concurrent continue of it (here or in another process) read
         # the same revision, and its claim now fails with Conflict.
         run.status = RunStatus.PENDING if background else RunStatus.RUNNING
-        self.leases.stamp(run)
+        self._lease(run, background, stream)
         await self.storage.save(run, [], None)
-        return await self._start(
-            agent, run, new, stream, decisions=decisions, resumed=True, model=model
+        return await self._begin(
+            agent, run, new, stream, background, decisions=decisions, resumed=True, model=model
         )
 
     async def _start(
@@ -650,7 +664,73 @@ class Runpoint:
 
         running = asyncio.create_task(execute(), name=f"run {run.run_id}")
         self._keep(running)
-        return RunHandle(msgspec.structs.replace(run), running, queue)
+        return RunHandle(msgspec.structs.replace(run), lambda: asyncio.shield(running), queue)
+
+    def _queued(self, background: bool, stream: bool) -> bool:
+        """Whether a new execution goes through the run queue rather than start here:
+        a background run (one nobody streams) on a database with a queue."""
+        return background and not stream and self.queue is not None
+
+    def _lease(self, run: Run, background: bool, stream: bool) -> None:
+        """Hold a run about to execute here; leave one for the queue to nobody."""
+        if self._queued(background, stream):
+            self.leases.offer(run)
+        else:
+            self.leases.stamp(run)
+
+    async def _begin(
+        self,
+        agent: Agent,
+        run: Run,
+        incoming: Sequence[Message],
+        stream: bool,
+        background: bool,
+        *,
+        decisions: Mapping[str, Decision] | None = None,
+        resumed: bool = False,
+        model: str | None = None,
+    ) -> RunHandle:
+        """Execute an accepted run here, or hand it to the run queue."""
+        if self._queued(background, stream):
+            return await self._enqueue(run, incoming, decisions or {})
+        return await self._start(
+            agent, run, incoming, stream, decisions=decisions, resumed=resumed, model=model
+        )
+
+    async def _enqueue(
+        self, run: Run, incoming: Sequence[Message], decisions: Mapping[str, Decision]
+    ) -> RunHandle:
+        """Put an accepted PENDING run on the queue. Its input is made durable first, so
+        whoever takes it (the job's process, or the lease watch if no process claims it
+        in time) needs nothing but the run; tool decisions travel with the job."""
+        assert self.queue is not None
+        if incoming:
+            for message in incoming:
+                self.host.hook.runpoint_message_appended(
+                    run=run, message=message, index=run.message_count
+                )
+                run.message_count += 1
+            await self.storage.save(run, incoming, None)
+        await self.queue.put(QueuedRun(run.run_id, run.agent_id, dict(decisions)))
+        return self._follow(run)
+
+    async def _take(self, job: QueuedRun) -> None:
+        """Execute a run from the queue if it still waits: claim it (one process wins, by
+        the run's revision) and run it here until it stops."""
+        run = await self.storage.get_run(job.run_id)
+        if run is None or run.status is not RunStatus.PENDING:
+            return  # cancelled, or taken by the lease watch
+        run.status = RunStatus.RUNNING
+        self.leases.stamp(run)
+        try:
+            await self.storage.save(run, [], None)
+        except Conflict:
+            return  # cancelled or claimed meanwhile
+        agent = self.agent(run.agent_id)
+        handle = await self._start(
+            agent, run, [], False, decisions=job.decisions, model=_switched_model(agent, run)
+        )
+        await handle.result()
 
     async def _once(
         self, key: str, request: Mapping[str, Any], start: Callable[[], Awaitable[RunHandle]]
@@ -666,19 +746,20 @@ class Runpoint:
         )
 
     async def _replay(self, run_id: str) -> RunHandle:
-        """A handle on a run another request started: it ends when the run stops."""
-        run = await self._run(run_id, None, None)
+        """A handle on a run another request started."""
+        return self._follow(await self._run(run_id, None, None), replayed=True)
+
+    def _follow(self, run: Run, *, replayed: bool = False) -> RunHandle:
+        """A handle on a run executing elsewhere: its end is polled for when asked."""
 
         async def stopped() -> Run:
             current = run
             while current.status in IN_FLIGHT:
                 await asyncio.sleep(BUSY_POLL_SECONDS)
-                current = await self._run(run_id, None, None)
+                current = await self._run(run.run_id, None, None)
             return current
 
-        waiting = asyncio.create_task(stopped(), name=f"replay {run_id}")
-        self._keep(waiting)
-        return RunHandle(run, waiting, None, replayed=True)
+        return RunHandle(msgspec.structs.replace(run), stopped, None, replayed=replayed)
 
     def _keep(self, task: asyncio.Task[Any]) -> None:
         """Hold a background task until it ends (asyncio keeps only weak references)."""
@@ -687,7 +768,10 @@ class Runpoint:
 
     async def _recovered(self, run: Run) -> RunHandle:
         """Resume a run claimed from a process that died."""
-        return await self._start(self.agent(run.agent_id), run, [], False, resumed=True)
+        agent = self.agent(run.agent_id)
+        return await self._start(
+            agent, run, [], False, resumed=True, model=_switched_model(agent, run)
+        )
 
     def _model(self, agent: Agent) -> Model:
         return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
@@ -698,6 +782,11 @@ def _check_team(team_id: str, kind: str, id_: str) -> None:
     if team_id != tenancy.current().team:
         missing = NotFound(f"{kind} {id_} not found")
         raise Forbidden(f"{kind} {id_} belongs to another team", missing)
+
+
+def _switched_model(agent: Agent, run: Run) -> str | None:
+    """The model a run was switched to (by a continue with `model`), if not its agent's."""
+    return run.model if run.model != agent.model_name else None
 
 
 def _cut(segments: Sequence[Segment], index: int) -> list[Segment]:

@@ -13,6 +13,10 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any
+
+import asyncpg
+from sqlalchemy.engine import make_url
 
 URL_ENV = "RUNPOINT_TEST_POSTGRES"
 REQUIRE_ENV = "RUNPOINT_REQUIRE_POSTGRES"
@@ -71,3 +75,13 @@ class TemporaryServer:
             self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+async def fetch_value(database: str, query: str) -> Any:
+    """The one value a query reads from a database named by a SQLAlchemy URL."""
+    url = make_url(database).set(drivername="postgresql").render_as_string(False)
+    connection = await asyncpg.connect(url)
+    try:
+        return await connection.fetchval(query)
+    finally:
+        await connection.close()

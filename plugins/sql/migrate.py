@@ -11,6 +11,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runpoint.plugins.sql.queue import is_queue_table
 from runpoint.plugins.sql.schema import metadata
 
 SCRIPTS = Path(__file__).parent / "migrations"
@@ -32,9 +33,17 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
         await conn.run_sync(lambda sync: command.upgrade(config(sync), revision))
 
 
+def ours(name: str | None, type_: str, parent_names: object) -> bool:
+    """Whether a database object is described in schema.py: the run queue's tables are
+    pgqueuer's, created by migration 0006 as pgqueuer declares them."""
+    return not (type_ == "table" and is_queue_table(name))
+
+
 async def differences(engine: AsyncEngine) -> list[object]:
     """What the migrated database and the tables in schema.py disagree on (none: good)."""
     async with engine.connect() as conn:
         return await conn.run_sync(
-            lambda sync: compare_metadata(MigrationContext.configure(sync), metadata)
+            lambda sync: compare_metadata(
+                MigrationContext.configure(sync, opts={"include_name": ours}), metadata
+            )
         )

@@ -6,10 +6,12 @@ run must be COMPLETED, every side-effecting call must have run exactly once (cou
 outside the server), and every transcript must be whole: no duplicate index, one result
 per call. Calls the server was killed in the middle of pause their run (in doubt); the
 test decides as an operator would, from the outside record: supply the result of a call
-that ran, run one that did not."""
+that ran, run one that did not. On PostgreSQL the runs are handed out through the run
+queue (pgqueuer), and a server killed with jobs under way leaves them to the lease watch."""
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import os
 import random
@@ -24,6 +26,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests import postgres
 from tests.faults.app import booked
 from tests.http.conftest import free_port
 
@@ -76,7 +79,9 @@ def server(database: str, tmp_path: Path) -> Iterator[Server]:
     server.kill()
 
 
-def test_runs_survive_their_server_being_killed(server: Server, tmp_path: Path) -> None:
+def test_runs_survive_their_server_being_killed(
+    server: Server, database: str, tmp_path: Path
+) -> None:
     rng = random.Random(SEED)
     counter = tmp_path / "bookings.txt"
     jobs = {f"job-{i}": rng.sample(CITIES, 3) for i in range(RUNS)}
@@ -141,4 +146,7 @@ def test_runs_survive_their_server_being_killed(server: Server, tmp_path: Path) 
         results = collections.Counter(m["tool_call_id"] for m in messages if m["role"] == "tool")
         assert set(results.values()) == {1} and len(results) == len(cities)
         assert state["content"] == f"{job}: all booked."
+    if database.startswith("postgresql"):  # every run was handed out through the run queue
+        queued = "SELECT count(*) FROM pgqueuer_log WHERE status = 'queued'"
+        assert asyncio.run(postgres.fetch_value(database, queued)) == RUNS
     print(f"\nkills: {KILLS}, runs: {RUNS}, calls decided by the operator: {decided}")

@@ -35,6 +35,17 @@ async def test_confirmed_tool_runs_in_the_same_run(rp: Runpoint) -> None:
     assert run.content == "Here is what I found. Paris: Booked a trip to Paris.."
 
 
+async def test_decisions_sent_with_a_background_continue_reach_the_run(rp: Runpoint) -> None:
+    run_id, call_id = await paused(rp)
+    # on PostgreSQL the decision travels with the run's job through the run queue
+    handle = await rp.continue_run(run_id, tools={call_id: True}, background=True)
+    assert handle.run.status is RunStatus.PENDING
+    run = await handle.result()
+    assert run.run_id == run_id and run.status is RunStatus.COMPLETED
+    [tool] = (await rp.get_run(run_id)).tools
+    assert (tool.result, tool.tool_call_error) == ("Booked a trip to Paris.", False)
+
+
 async def test_rejected_tool_is_an_error_result_not_a_call(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
     run = await (await rp.continue_run(run_id, tools={call_id: False})).result()

@@ -6,13 +6,13 @@ the page has room; the lease's expiry was indexed, so every write touched all fo
 Expired leases are found among the few runs in flight, by status alone.
 
 Revision ID: 0007
-Revises: 0005
+Revises: 0006
 """
 
 from alembic import op
 
 revision = "0007"
-down_revision = "0005"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 
