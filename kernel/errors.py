@@ -27,3 +27,11 @@ class InvalidRequest(RunpointError):
 
 class ConfigurationError(RunpointError):
     """An agent or plugin set up wrongly: unknown model, policy or storage."""
+
+
+class Locked(RunpointError):
+    """A session locked for maintenance, or being rolled back (423)."""
+
+
+class Forbidden(RunpointError):
+    """A session of another team (403 in the session dialect, 404 in the run dialect)."""

@@ -13,6 +13,7 @@ from runpoint import hookspecs
 from runpoint.errors import ConfigurationError
 from runpoint.model import Model, ModelProvider
 from runpoint.policy import CheckpointPolicy
+from runpoint.session_state import SessionState
 from runpoint.storage import Storage, StorageFactory
 
 NAME = "runpoint"
@@ -58,6 +59,10 @@ class PluginHost:
         policies = self.hook.runpoint_checkpoint_policies()
         policy: CheckpointPolicy = _lookup(policies, name, "checkpoint policy")
         return policy
+
+    def session_states(self) -> dict[str, SessionState]:
+        """The registered state-capture objects, by name."""
+        return _merge(self.hook.runpoint_session_state())
 
     def storage(self, url: str) -> Storage:
         factory: StorageFactory = _lookup(

@@ -16,11 +16,19 @@ import msgspec
 from runpoint import idempotency
 from runpoint import transcript as tx
 from runpoint.agent import Agent
-from runpoint.errors import Conflict, InvalidBoundary, InvalidRequest, NotContinuable, NotFound
+from runpoint.errors import (
+    Conflict,
+    InvalidBoundary,
+    InvalidRequest,
+    Locked,
+    NotContinuable,
+    NotFound,
+)
 from runpoint.host import PluginHost
 from runpoint.loop import Decision, RunTask
 from runpoint.model import Model
 from runpoint.recovery import Leases
+from runpoint.session_checkpoints import SessionCheckpoints, fork_runs
 from runpoint.storage import Storage
 from runpoint.types import (
     Checkpoint,
@@ -113,6 +121,7 @@ class Runpoint:
         self.host = host or PluginHost()
         self.agents = {agent.id: agent for agent in agents}
         self.storage = storage or self.host.storage(database)
+        self.session_checkpoints = SessionCheckpoints(self.storage, self.host)
         self.busy_session = busy_session
         self.busy_timeout = busy_timeout
         self.leases = Leases(
@@ -190,7 +199,7 @@ class Runpoint:
             raise InvalidRequest(f"session {session_id} belongs to agent {session.agent_id}")
         if session is None:
             session = Session(session_id=session_id or new_id(), agent_id=agent_id, user_id=user_id)
-            await self.storage.create_session(session)
+            await self.storage.create_sessions([session])
         run_id = new_id()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout
@@ -318,6 +327,10 @@ class Runpoint:
             )
         source = await self._run(run_id, session_id, agent_id)
         agent = self.agent(source.agent_id)
+        if source.hidden:
+            raise NotContinuable(
+                f"run {run_id} was rolled back out of its session; it is history only"
+            )
         if input is not None and not input.strip():
             raise InvalidRequest("input must not be empty")
         if replace_original is not None and not regenerate:
@@ -368,7 +381,7 @@ class Runpoint:
             input=input if input is not None else source.input,
             model=model or agent.model_name,
             policy=agent.checkpoint,
-            segments=[*_cut(source.segments, index), Segment(new_run_id, index)],
+            segments=[*tx.cut(source.segments, index), Segment(new_run_id, index)],
             message_count=index,
             previous_run_id=source.previous_run_id,
             forked_from_run_id=source.run_id,
@@ -445,29 +458,9 @@ class Runpoint:
             agent_id=source.agent_id,
             user_id=source.user_id,
             forked_from_session_id=session_id,
+            event_seq=source.event_seq,
         )
-        renamed: dict[str, str] = {}
-        runs = []
-        for run in source_runs:
-            renamed[run.run_id] = new_id()
-            runs.append(
-                msgspec.structs.replace(
-                    run,
-                    run_id=renamed[run.run_id],
-                    session_id=session.session_id,
-                    segments=[
-                        *_cut(run.segments, run.message_count),
-                        Segment(renamed[run.run_id], run.message_count),
-                    ],
-                    previous_run_id=renamed.get(run.previous_run_id or ""),
-                    forked_from_run_id=run.run_id,
-                    forked_from_message_index=run.message_count,
-                    forked_from_session_id=session_id,
-                    created_at=now(),
-                    updated_at=now(),
-                )
-            )
-        await self.storage.create_session(session, runs)
+        await self.storage.create_sessions([session], fork_runs(source_runs, session.session_id))
         return session
 
     # -- internals -----------------------------------------------------------------
@@ -551,6 +544,9 @@ class Runpoint:
         background: bool,
     ) -> RunHandle:
         self._refuse_active(run)
+        session = await self.storage.get_session(run.session_id)
+        if session is not None and session.locked is not None:
+            raise Locked(f"session {run.session_id} is unavailable ({session.locked})")
         if unknown := set(decisions) - {c.id for c in pending}:
             raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
         if pending and input is not None:
@@ -656,12 +652,3 @@ class Runpoint:
 
     def _model(self, agent: Agent) -> Model:
         return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
-
-
-def _cut(segments: Sequence[Segment], index: int) -> list[Segment]:
-    """The segments that lay out a transcript's first `index` messages."""
-    return [
-        Segment(s.run_id, s.start, index if s.end is None else min(s.end, index))
-        for s in segments
-        if s.start < index
-    ]
