@@ -1,10 +1,16 @@
-"""Every error as the run dialect's `{detail, error_code}` body, and the X-Request-ID header
-every response carries."""
+"""Every error, in the dialect of the request's path: the run dialect's `{detail,
+error_code}`, or under /v2/ the session dialect's `{id, message, request_id}`. Every
+response carries an X-Request-ID header, which the session dialect's errors repeat.
+
+Whatever raises it (the services' RunpointErrors, the adapter's HttpError, Litestar's own
+HTTPExceptions: unknown routes, rate limits, body limits, authentication), an error is
+rendered here, in one place."""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from http import HTTPStatus
 from typing import Any
 
 from litestar import Request, Response
@@ -15,8 +21,10 @@ from litestar.types import ExceptionHandlersMap, Message, Scope
 from runpoint.errors import (
     ConfigurationError,
     Conflict,
+    Forbidden,
     InvalidBoundary,
     InvalidRequest,
+    Locked,
     NotContinuable,
     NotFound,
     RunpointError,
@@ -26,17 +34,31 @@ from .wire import encode
 
 log = logging.getLogger("runpoint.http")
 
+SESSION_DIALECT = "/v2/"
 # Most specific first: a subclass of one of these maps like its base.
 STATUS: dict[type[RunpointError], tuple[int, str]] = {
     NotFound: (404, "NOT_FOUND"),
+    # another team's session: the run dialect does not even say it exists
+    Forbidden: (404, "NOT_FOUND"),
     InvalidBoundary: (400, "INVALID_BOUNDARY"),
     InvalidRequest: (400, "BAD_REQUEST"),
     ConfigurationError: (400, "BAD_REQUEST"),  # e.g. an unknown `model` asked for
     NotContinuable: (409, "NOT_CONTINUABLE"),
     Conflict: (409, "CONFLICT"),
+    Locked: (423, "LOCKED"),
 }
-_HTTP_CODES = {404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED", 415: "UNSUPPORTED_MEDIA_TYPE"}
+# where the session dialect answers otherwise (as seed 003 says)
+SESSION_STATUS: dict[type[RunpointError], int] = {Forbidden: 403}
+_HTTP_CODES = {
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+    423: "LOCKED",
+}
+# the session dialect's `id`: the status in words (others are HTTPStatus's phrase)
+_SESSION_IDS = {413: "payload_too_large", 422: "unprocessable_entity", 500: "internal"}
 _MAX_REQUEST_ID = 200
+_REQUEST_ID = "runpoint.request_id"
 
 
 class HttpError(Exception):
@@ -49,32 +71,55 @@ class HttpError(Exception):
         self.detail = detail
 
 
+def request_id(scope: Scope) -> str:
+    """The request's id: the client's X-Request-ID if it is reasonable, else a new one;
+    the same for the whole request."""
+    state = scope.setdefault("state", {})
+    if (known := state.get(_REQUEST_ID)) is None:
+        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), b"")
+        ok = 0 < len(given) <= _MAX_REQUEST_ID
+        known = state[_REQUEST_ID] = given.decode("latin-1") if ok else uuid.uuid4().hex
+    return str(known)
+
+
 def error_response(
-    status: int, error_code: str, detail: str, headers: dict[str, str] | None = None
+    request: Request[Any, Any, Any],
+    status: int,
+    error_code: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
 ) -> Response[bytes]:
-    body = encode({"detail": detail, "error_code": error_code})
+    if request.url.path.startswith(SESSION_DIALECT):
+        body = encode(
+            {"id": _session_id(status), "message": detail, "request_id": request_id(request.scope)}
+        )
+    else:
+        body = encode({"detail": detail, "error_code": error_code})
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
-def on_http_error(_: Request[Any, Any, Any], exc: HttpError) -> Response[bytes]:
-    return error_response(exc.status, exc.error_code, exc.detail)
+def on_http_error(request: Request[Any, Any, Any], exc: HttpError) -> Response[bytes]:
+    return error_response(request, exc.status, exc.error_code, exc.detail)
 
 
-def on_runpoint_error(_: Request[Any, Any, Any], exc: RunpointError) -> Response[bytes]:
-    status, code = next(v for t, v in STATUS.items() if isinstance(exc, t))
-    return error_response(status, code, str(exc))
+def on_runpoint_error(request: Request[Any, Any, Any], exc: RunpointError) -> Response[bytes]:
+    kind, (status, code) = next((t, v) for t, v in STATUS.items() if isinstance(exc, t))
+    if request.url.path.startswith(SESSION_DIALECT):
+        status = SESSION_STATUS.get(kind, status)
+    return error_response(request, status, code, str(exc))
 
 
-def on_litestar_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    """The router's own refusals: unknown path (404), method (405), unreadable body."""
+def on_litestar_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    """Litestar's own refusals: unknown path (404), method (405), unreadable body, and
+    those its middleware raises."""
     status = exc.status_code
     code = _HTTP_CODES.get(status, "BAD_REQUEST" if status < 500 else "INTERNAL_SERVER_ERROR")
-    return error_response(status, code, exc.detail, exc.headers)
+    return error_response(request, status, code, exc.detail, exc.headers)
 
 
 def on_unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "INTERNAL_SERVER_ERROR", "Internal server error")
+    return error_response(request, 500, "INTERNAL_SERVER_ERROR", "Internal server error")
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
@@ -86,9 +131,14 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 
 
 async def add_request_id(message: Message, scope: Scope) -> None:
-    """Echo the client's X-Request-ID (if it is reasonable), else make one up."""
-    if message["type"] != "http.response.start":
-        return
-    given = next((v for k, v in scope["headers"] if k == b"x-request-id"), b"")
-    request_id = given.decode("latin-1") if 0 < len(given) <= _MAX_REQUEST_ID else None
-    MutableScopeHeaders.from_message(message)["X-Request-ID"] = request_id or uuid.uuid4().hex
+    if message["type"] == "http.response.start":
+        MutableScopeHeaders.from_message(message)["X-Request-ID"] = request_id(scope)
+
+
+def _session_id(status: int) -> str:
+    if status in _SESSION_IDS:
+        return _SESSION_IDS[status]
+    try:
+        return HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+    except ValueError:
+        return "internal" if status >= 500 else "bad_request"
