@@ -45,13 +45,13 @@ async def run(rp: Runpoint, message: str, session_id: str | None = None) -> Run:
     return await (await rp.create_run("echo", message, session_id=session_id)).result()
 
 
-async def start_in_flight(rp: Runpoint, session_id: str) -> Run:
+async def start_in_flight(rp: Runpoint, session_id: str, agent_id: str = "echo") -> Run:
     """A run of the session that is RUNNING (as if another process were executing it)."""
     return await rp.storage.start_in_session(
         Run(
             run_id=f"busy-{session_id}",
             session_id=session_id,
-            agent_id="echo",
+            agent_id=agent_id,
             status=RunStatus.RUNNING,
             segments=[Segment(f"busy-{session_id}", 0)],
         )
@@ -91,9 +91,7 @@ async def test_checkpoints_are_paged_newest_first_and_deleted_idempotently(
     assert {c.status for c in taken} == {SessionCheckpointStatus.READY}
     pages, token = [], None
     while True:
-        page, token = await rp.session_checkpoints.page(
-            session_id, page_size=2, page_token=token
-        )
+        page, token = await rp.session_checkpoints.page(session_id, page_size=2, page_token=token)
         pages.append([c.label for c in page])
         if token is None:
             break
