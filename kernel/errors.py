@@ -1,5 +1,7 @@
 """Typed errors the services raise; adapters map each to a status code."""
 
+from __future__ import annotations
+
 
 class RunpointError(Exception):
     """Base of every error a client can cause."""
@@ -31,6 +33,10 @@ class ConfigurationError(RunpointError):
 
 class Locked(RunpointError):
     """A session locked for maintenance, or being rolled back (423)."""
+
+    @classmethod
+    def session(cls, reason: str) -> Locked:
+        return cls(f"This session is unavailable ({reason})")
 
 
 class Forbidden(RunpointError):

@@ -546,7 +546,7 @@ class Runpoint:
         self._refuse_active(run)
         session = await self.storage.get_session(run.session_id)
         if session is not None and session.locked is not None:
-            raise Locked(f"session {run.session_id} is unavailable ({session.locked})")
+            raise Locked.session(session.locked)
         if unknown := set(decisions) - {c.id for c in pending}:
             raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
         if pending and input is not None:

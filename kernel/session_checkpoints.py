@@ -73,7 +73,7 @@ class SessionCheckpoints:
         if session is None:
             raise NotFound(f"session {session_id} not found")
         if session.locked is not None:
-            raise Locked(f"session {session_id} is unavailable ({session.locked})")
+            raise Locked.session(session.locked)
         return session
 
     async def create(

@@ -490,7 +490,7 @@ class SqlStorage:
         query = select(sessions.c.locked).where(sessions.c.session_id == session_id)
         found = (await conn.execute(query if self.is_sqlite else query.with_for_update())).first()
         if found is not None and found.locked is not None and refuse_locked:
-            raise Locked(f"session {session_id} is unavailable ({found.locked})")
+            raise Locked.session(found.locked)
         return found is not None
 
     async def _refuse_in_flight(self, conn: AsyncConnection, session_id: str) -> None:
