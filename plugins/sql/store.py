@@ -196,6 +196,7 @@ class SqlStorage:
 
     async def rollback_session(self, session_id: str, runs_: Sequence[Run]) -> None:
         async with self._write() as conn:
+            await self._lock_session(conn, session_id)  # the session's row first, as `save`
             await conn.execute(
                 update(runs)
                 .where(runs.c.session_id == session_id, runs.c.hidden == false())
@@ -516,7 +517,10 @@ class SqlStorage:
             "forked_from_session_id": session.forked_from_session_id,
             "created_at": session.created_at,
             "event_seq": session.event_seq,
-            "data": self._count(_encode(session)),
+            # the cursor and the lock live in their columns only: no stale copy in the document
+            "data": self._count(
+                _encode(msgspec.structs.replace(session, event_seq=0, locked=None))
+            ),
         }
 
     def _run_row(self, run: Run) -> dict[str, Any]:
