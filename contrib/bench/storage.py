@@ -73,6 +73,14 @@ async def measure(size: int, database: str) -> dict[str, float]:
         written, stored = storage.bytes_written, await storage.stored_bytes()
         repeat = 200 if size <= 1_000 else 50
 
+        # a session whose one run is this one (copy-on-write), checkpointed and rolled back
+        # (before the forks below add runs to the run's session)
+        _, [session] = await rp.session_checkpoints.fork(run.session_id)
+
+        async def checkpoint_and_rollback() -> None:
+            taken = await rp.session_checkpoints.create(session.session_id)
+            await rp.session_checkpoints.rollback(session.session_id, taken.checkpoint_id)
+
         fork_times = []
         for _ in range(repeat):  # the fork itself; its (empty) execution is not timed
             start = time.perf_counter()
@@ -80,13 +88,6 @@ async def measure(size: int, database: str) -> dict[str, float]:
             fork_times.append(time.perf_counter() - start)
             await handle.result()
         fork_ms = 1000 * statistics.median(fork_times)
-
-        # a session whose one run is this one (copy-on-write), checkpointed and rolled back
-        _, [session] = await rp.session_checkpoints.fork(run.session_id)
-
-        async def checkpoint_and_rollback() -> None:
-            taken = await rp.session_checkpoints.create(session.session_id)
-            await rp.session_checkpoints.rollback(session.session_id, taken.checkpoint_id)
 
         return {
             "messages": run.message_count,
