@@ -148,6 +148,33 @@ def upgrade_database(db: str) -> None:
     asyncio.run(upgrade())
 
 
+def lock_session(db: str, session_id: str, lock: bool) -> str:
+    """Lock a session for maintenance (the session dialect answers 423 until it is
+    unlocked), or lift whatever lock it has (a rollback's that a crash left, too)."""
+    import asyncio
+
+    from runpoint.errors import RunpointError
+    from runpoint.host import PluginHost
+
+    async def change() -> str:
+        storage = PluginHost().storage(database_url(db))
+        await storage.open()
+        try:
+            if lock:
+                done = await storage.lock_session(session_id, "maintenance")
+            else:
+                done = await storage.unlock_session(session_id)
+        except RunpointError as exc:
+            return f"session {session_id}: {exc}"
+        finally:
+            await storage.close()
+        if not done:
+            return f"session {session_id}: not found"
+        return f"session {session_id}: {'locked' if lock else 'unlocked'}"
+
+    return asyncio.run(change())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runpoint", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -182,6 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     upgrade = db.add_parser("upgrade", help="apply the schema migrations")
     upgrade.add_argument("--db", default=os.environ.get(DB_ENV, DEFAULT_DB), help=DB_HELP)
+    session = sub.add_parser("session", help="lock a session for maintenance, or unlock it")
+    actions = session.add_subparsers(dest="session_command", required=True)
+    for action in ("lock", "unlock"):
+        change = actions.add_parser(action, help=f"{action} a session")
+        change.add_argument("session_id")
+        change.add_argument("--db", default=os.environ.get(DB_ENV, DEFAULT_DB), help=DB_HELP)
     args = parser.parse_args(argv)
     if args.command == "version":
         from importlib.metadata import version
@@ -192,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "db":
         upgrade_database(args.db)
         print(f"{args.db}: schema up to date")
+    elif args.command == "session":
+        outcome = lock_session(args.db, args.session_id, args.session_command == "lock")
+        print(outcome)
+        return 0 if outcome.endswith("locked") else 1
     return 0
 
 

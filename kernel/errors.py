@@ -1,5 +1,7 @@
 """Typed errors the services raise; adapters map each to a status code."""
 
+from __future__ import annotations
+
 
 class RunpointError(Exception):
     """Base of every error a client can cause."""
@@ -29,9 +31,18 @@ class ConfigurationError(RunpointError):
     """An agent or plugin set up wrongly: unknown model, policy or storage."""
 
 
+class Locked(RunpointError):
+    """A session locked for maintenance, or being rolled back (423)."""
+
+    @classmethod
+    def session(cls, reason: str) -> Locked:
+        return cls(f"This session is unavailable ({reason})")
+
+
 class Forbidden(RunpointError):
-    """A session, or a run of a session, that belongs to another team (403). A dialect
-    that must not reveal that it exists answers `hidden` instead: what a missing one gets."""
+    """A session, or a run of a session, that belongs to another team: 403 in the session
+    dialect. The run dialect must not reveal that it exists, and answers `hidden` instead:
+    what a missing one gets (404)."""
 
     def __init__(self, message: str, hidden: NotFound) -> None:
         super().__init__(message)

@@ -1,9 +1,9 @@
 """Every hook runpoint calls, in three families: run, checkpoint-policy and storage.
 
 Hooks are synchronous: they register things or notify. Asynchronous work lives on the
-objects they register (`Model`, `Storage`), which are `typing.Protocol`s. Implement a hook
-with the `runpoint.hookimpl` marker, in a module named by an entry point of the group
-``runpoint``::
+objects they register (`Model`, `Storage`, `SessionState`), which are `typing.Protocol`s.
+Implement a hook with the `runpoint.hookimpl` marker, in a module named by an entry point
+of the group ``runpoint``::
 
     [project.entry-points.runpoint]
     my_plugin = "my_package.my_module"
@@ -20,6 +20,7 @@ import pluggy
 from runpoint.model import ModelProvider
 from runpoint.policy import CheckpointPolicy
 from runpoint.runqueue import RunQueueFactory
+from runpoint.session_state import SessionState
 from runpoint.storage import StorageFactory
 from runpoint.types import Checkpoint, Message, Run, ToolExecution
 
@@ -66,6 +67,13 @@ def runpoint_run_finished(run: Run) -> None:
 @hookspec
 def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicy]:
     """Register checkpoint policies by the name agents choose them with."""
+    raise NotImplementedError
+
+
+@hookspec
+def runpoint_session_state() -> Mapping[str, SessionState]:
+    """Register state-capture objects by name: each session checkpoint stores what their
+    `capture` returns under that name; rollback and fork `restore` it."""
     raise NotImplementedError
 
 

@@ -14,6 +14,7 @@ from runpoint.errors import ConfigurationError
 from runpoint.model import Model, ModelProvider
 from runpoint.policy import CheckpointPolicy
 from runpoint.runqueue import RunQueue, RunQueueFactory
+from runpoint.session_state import SessionState
 from runpoint.storage import Storage, StorageFactory
 
 NAME = "runpoint"
@@ -59,6 +60,10 @@ class PluginHost:
         policies = self.hook.runpoint_checkpoint_policies()
         policy: CheckpointPolicy = _lookup(policies, name, "checkpoint policy")
         return policy
+
+    def session_states(self) -> dict[str, SessionState]:
+        """The registered state-capture objects, by name."""
+        return _merge(self.hook.runpoint_session_state())
 
     def storage(self, url: str) -> Storage:
         factory: StorageFactory = _lookup(

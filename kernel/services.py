@@ -18,9 +18,9 @@ from runpoint import transcript as tx
 from runpoint.agent import Agent
 from runpoint.errors import (
     Conflict,
-    Forbidden,
     InvalidBoundary,
     InvalidRequest,
+    Locked,
     NotContinuable,
     NotFound,
 )
@@ -29,6 +29,7 @@ from runpoint.loop import Decision, RunTask
 from runpoint.model import Model
 from runpoint.recovery import Leases
 from runpoint.runqueue import QueuedRun
+from runpoint.session_checkpoints import SessionCheckpoints, fork_runs
 from runpoint.storage import Storage
 from runpoint.types import (
     Checkpoint,
@@ -127,6 +128,7 @@ class Runpoint:
         self.storage = storage or self.host.storage(database)
         self.queue = self.host.queue(database) if storage is None else None
         self._execute_queued = execute_queued
+        self.session_checkpoints = SessionCheckpoints(self.storage, self.host)
         self.busy_session = busy_session
         self.busy_timeout = busy_timeout
         self.leases = Leases(
@@ -206,7 +208,7 @@ class Runpoint:
         session = await self.storage.get_session(session_id) if session_id else None
         new_session = session is None
         if session is not None:
-            _check_team(session.team_id, "session", session.session_id)
+            tenancy.check(session.team_id, "session", session.session_id)
             if session.agent_id != agent_id:
                 raise InvalidRequest(f"session {session_id} belongs to agent {session.agent_id}")
         else:
@@ -233,7 +235,7 @@ class Runpoint:
         incoming = [Message(role="user", content=message)]
         if new_session:  # the session and its first run in one transaction
             try:
-                await self.storage.create_session(session, [run])
+                await self.storage.create_sessions([session], [run])
             except Conflict:  # a concurrent request created the session: join it
                 return await self.create_run(
                     agent_id,
@@ -358,6 +360,10 @@ class Runpoint:
             )
         source = await self._run(run_id, session_id, agent_id)
         agent = self.agent(source.agent_id)
+        if source.hidden:
+            raise NotContinuable(
+                f"run {run_id} was rolled back out of its session; it is history only"
+            )
         if input is not None and not input.strip():
             raise InvalidRequest("input must not be empty")
         if replace_original is not None and not regenerate:
@@ -409,7 +415,7 @@ class Runpoint:
             input=input if input is not None else source.input,
             model=model or agent.model_name,
             policy=agent.checkpoint,
-            segments=[*_cut(source.segments, index), Segment(new_run_id, index)],
+            segments=[*tx.cut(source.segments, index), Segment(new_run_id, index)],
             message_count=index,
             previous_run_id=source.previous_run_id,
             forked_from_run_id=source.run_id,
@@ -450,7 +456,7 @@ class Runpoint:
         session = await self.storage.get_session(session_id)
         if session is None:
             raise NotFound(f"session {session_id} not found")
-        _check_team(session.team_id, "session", session_id)
+        tenancy.check(session.team_id, "session", session_id)
         return session
 
     async def list_sessions(self, *, limit: int = 100, offset: int = 0) -> list[Session]:
@@ -493,29 +499,9 @@ class Runpoint:
             team_id=source.team_id,
             user_id=source.user_id,
             forked_from_session_id=session_id,
+            event_seq=source.event_seq,
         )
-        renamed: dict[str, str] = {}
-        runs = []
-        for run in source_runs:
-            renamed[run.run_id] = new_id()
-            runs.append(
-                msgspec.structs.replace(
-                    run,
-                    run_id=renamed[run.run_id],
-                    session_id=session.session_id,
-                    segments=[
-                        *_cut(run.segments, run.message_count),
-                        Segment(renamed[run.run_id], run.message_count),
-                    ],
-                    previous_run_id=renamed.get(run.previous_run_id or ""),
-                    forked_from_run_id=run.run_id,
-                    forked_from_message_index=run.message_count,
-                    forked_from_session_id=session_id,
-                    created_at=now(),
-                    updated_at=now(),
-                )
-            )
-        await self.storage.create_session(session, runs)
+        await self.storage.create_sessions([session], fork_runs(source_runs, session.session_id))
         return session
 
     # -- internals -----------------------------------------------------------------
@@ -536,7 +522,7 @@ class Runpoint:
             or (agent_id is not None and run.agent_id != agent_id)
         ):
             raise NotFound(f"run {run_id} not found")
-        _check_team(run.team_id, "run", run_id)
+        tenancy.check(run.team_id, "run", run_id)
         return run
 
     def _detail(self, run: Run, messages: list[Message]) -> RunDetail:
@@ -600,6 +586,9 @@ class Runpoint:
         background: bool,
     ) -> RunHandle:
         self._refuse_active(run)
+        session = await self.storage.get_session(run.session_id)
+        if session is not None and session.locked is not None:
+            raise Locked.session(session.locked)
         if unknown := set(decisions) - {c.id for c in pending}:
             raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
         if pending and input is not None:
@@ -777,22 +766,6 @@ class Runpoint:
         return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
 
 
-def _check_team(team_id: str, kind: str, id_: str) -> None:
-    """The one tenancy rule: a session, and each of its runs, is its team's alone."""
-    if team_id != tenancy.current().team:
-        missing = NotFound(f"{kind} {id_} not found")
-        raise Forbidden(f"{kind} {id_} belongs to another team", missing)
-
-
 def _switched_model(agent: Agent, run: Run) -> str | None:
     """The model a run was switched to (by a continue with `model`), if not its agent's."""
     return run.model if run.model != agent.model_name else None
-
-
-def _cut(segments: Sequence[Segment], index: int) -> list[Segment]:
-    """The segments that lay out a transcript's first `index` messages."""
-    return [
-        Segment(s.run_id, s.start, index if s.end is None else min(s.end, index))
-        for s in segments
-        if s.start < index
-    ]

@@ -6,7 +6,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import Protocol
 
-from runpoint.types import Checkpoint, Message, Role, Run, Segment, Session
+from runpoint.types import (
+    Checkpoint,
+    Message,
+    Role,
+    Run,
+    Segment,
+    Session,
+    SessionCapture,
+    SessionCheckpoint,
+)
 
 
 class Storage(Protocol):
@@ -15,11 +24,12 @@ class Storage(Protocol):
 
     async def close(self) -> None: ...
 
-    async def create_session(self, session: Session, runs: Sequence[Run] = ()) -> None:
-        """Insert a session, and the runs it starts with, all or nothing; `Conflict` if
-        its id is taken."""
+    async def create_sessions(self, sessions: Sequence[Session], runs: Sequence[Run] = ()) -> None:
+        """Insert sessions, and the runs they start with, all or nothing; `Conflict` if
+        an id is taken."""
 
-    async def get_session(self, session_id: str) -> Session | None: ...
+    async def get_session(self, session_id: str) -> Session | None:
+        """The session, with its event-log cursor and lock read from its row."""
 
     async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
         """A team's sessions, newest first."""
@@ -28,25 +38,38 @@ class Storage(Protocol):
         """Delete a session with its runs, messages and checkpoints; False if unknown.
         Raises Conflict while a run of it is in flight or another session forks it."""
 
+    async def lock_session(self, session_id: str, reason: str) -> bool:
+        """Lock a session (`reason`: "rollback", "maintenance"), atomically: raise Locked if
+        it is locked, Conflict if a run of it is in flight. False if there is no session."""
+
+    async def unlock_session(self, session_id: str) -> bool:
+        """Lift a session's lock, whatever its reason; False if there is no session."""
+
+    async def rollback_session(self, session_id: str, runs: Sequence[Run]) -> None:
+        """In one transaction: hide the session's live runs (kept, readable by id), insert
+        `runs` as its new live runs, lift its lock and count the rollback as an event."""
+
     async def create_runs(self, runs: Sequence[Run]) -> None:
-        """Insert new runs (forks), all or nothing."""
+        """Insert new runs (forks), all or nothing; Locked if their session is locked."""
 
     async def start_in_session(self, run: Run) -> Run:
-        """Insert a new run at the head of its session, atomically: raise Conflict if a
-        run of the session is in flight (PENDING or RUNNING); otherwise the run follows
-        the session's newest run (its `previous_run_id`). Returns the run as inserted."""
+        """Insert a new run at the head of its session, atomically: raise Locked if the
+        session is locked, Conflict if a run of it is in flight (PENDING or RUNNING);
+        otherwise the run follows the session's newest live run (its `previous_run_id`).
+        Returns the run as inserted."""
 
     async def get_run(self, run_id: str) -> Run | None: ...
 
     async def list_runs(self, session_id: str) -> list[Run]:
-        """The runs of a session, oldest first."""
+        """The live (not rolled back) runs of a session, oldest first."""
 
     async def save(
         self, run: Run, messages: Sequence[Message], checkpoint: Checkpoint | None
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
         `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
-        (an "end" replaces a checkpoint the run wrote at the same index).
+        (an "end" replaces a checkpoint the run wrote at the same index). The messages take
+        the next places of the session's event log, then the boundary takes one.
 
         One writer per run: this raises Conflict if the run was written since it was read
         (its `revision` moved on), and bumps `run.revision` when it succeeds. It writes the
@@ -99,6 +122,28 @@ class Storage(Protocol):
     ) -> list[Checkpoint]:
         """The checkpoints of a transcript (inherited ones included) at message indexes
         up to `upto`, ordered by message_index."""
+
+    async def add_session_checkpoint(self, checkpoint: SessionCheckpoint) -> None:
+        """Insert a (PENDING) session checkpoint."""
+
+    async def finish_session_checkpoint(
+        self, checkpoint: SessionCheckpoint, capture: bytes | None
+    ) -> None:
+        """Record how a session checkpoint ended, with its encoded `SessionCapture` if
+        READY."""
+
+    async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None: ...
+
+    async def session_capture(self, checkpoint_id: str) -> SessionCapture | None:
+        """What a READY session checkpoint captured."""
+
+    async def list_session_checkpoints(
+        self, session_id: str, *, limit: int, before: int | None
+    ) -> list[tuple[int, SessionCheckpoint]]:
+        """A session's checkpoints, newest first, with their position: those before
+        `before` (a position of an earlier page), `limit` at most."""
+
+    async def delete_session_checkpoint(self, checkpoint_id: str) -> None: ...
 
 
 # A storage backend is built from a database URL.

@@ -13,6 +13,8 @@ from contextvars import ContextVar
 
 import msgspec
 
+from runpoint.errors import Forbidden, NotFound
+
 DEFAULT_TEAM = "default"
 READ, WRITE = "read", "write"  # reading anything, changing anything
 
@@ -38,3 +40,10 @@ def acting_as(principal: Principal) -> Iterator[Principal]:
         yield principal
     finally:
         _current.reset(token)
+
+
+def check(team_id: str, kind: str, id_: str) -> None:
+    """The one tenancy rule: a session, and each of its runs, is its team's alone."""
+    if team_id != current().team:
+        missing = NotFound(f"{kind} {id_} not found")
+        raise Forbidden(f"{kind} {id_} belongs to another team", missing)

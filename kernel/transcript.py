@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from runpoint.types import Message, ToolCall, ToolExecution, Usage
+from runpoint.types import Message, Segment, ToolCall, ToolExecution, Usage
 
 
 def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
@@ -104,3 +104,12 @@ def preview(message: Message, limit: int = 120) -> str | None:
 
 def _short_args(arguments: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+
+
+def cut(segments: Sequence[Segment], index: int) -> list[Segment]:
+    """The segments that lay out a transcript's first `index` messages."""
+    return [
+        Segment(s.run_id, s.start, index if s.end is None else min(s.end, index))
+        for s in segments
+        if s.start < index
+    ]

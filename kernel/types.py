@@ -121,6 +121,8 @@ class Run(msgspec.Struct, omit_defaults=True):
     usage: Usage = msgspec.field(default_factory=Usage)
     # tool calls the run is paused on because they may or may not have run
     in_doubt: list[str] = []
+    # rolled back: kept and readable, but no longer part of its session's live history
+    hidden: bool = False
     # the storage's count of writes to this run, for one writer at a time
     revision: int = 0
     # durability (see runpoint.recovery): who executes the run until when, how often it
@@ -150,6 +152,8 @@ class Checkpoint(msgspec.Struct, omit_defaults=True):
     message_id: str | None = None
     message_role: Role | None = None
     message_preview: str | None = None
+    # the cursor of its boundary in the session's event log (read from its row)
+    event_seq: int | None = None
 
 
 class Session(msgspec.Struct, omit_defaults=True):
@@ -162,6 +166,10 @@ class Session(msgspec.Struct, omit_defaults=True):
     forked_from_session_id: str | None = None
     created_at: float = msgspec.field(default_factory=now)
     updated_at: float = msgspec.field(default_factory=now)
+    # the cursor of the session's event log: the seq of its latest event (see SqlStorage)
+    event_seq: int = 0
+    # why the session refuses work for now: "rollback" under way, or "maintenance"
+    locked: str | None = None
 
 
 class RunEvent(msgspec.Struct, omit_defaults=True):
@@ -173,3 +181,33 @@ class RunEvent(msgspec.Struct, omit_defaults=True):
     agent_id: str
     created_at: float = msgspec.field(default_factory=now)
     data: dict[str, Any] = {}
+
+
+class SessionCheckpointStatus(enum.StrEnum):
+    PENDING = "PENDING"
+    READY = "READY"
+    FAILED = "FAILED"
+
+
+class SessionCheckpoint(msgspec.Struct, omit_defaults=True):
+    """A durable capture of a whole session, bound to its event-log cursor `event_seq`."""
+
+    checkpoint_id: str
+    session_id: str
+    event_seq: int
+    status: SessionCheckpointStatus = SessionCheckpointStatus.PENDING
+    kind: Literal["explicit", "auto"] = "explicit"
+    label: str | None = None
+    size_bytes: int = 0
+    error_message: str | None = None
+    created_at: float = msgspec.field(default_factory=now)
+
+
+class SessionCapture(msgspec.Struct):
+    """What a session checkpoint holds: the session's live runs as they were at the cut
+    (their transcripts stay where they are: a run's `message_count` is its cut), and the
+    state each state-capture plugin added, by the name it registered."""
+
+    session: Session
+    runs: list[Run]
+    states: dict[str, bytes] = {}

@@ -1,10 +1,16 @@
-"""Every error as the run dialect's `{detail, error_code}` body, and the X-Request-ID header
-every response carries."""
+"""Every error, in the dialect of the request's path: the run dialect's `{detail,
+error_code}`, or under /v2/ the session dialect's `{id, message, request_id}`. Every
+response carries an X-Request-ID header, which the session dialect's errors repeat.
+
+Whatever raises it (the services' RunpointErrors, the adapter's HttpError, Litestar's own
+HTTPExceptions: unknown routes, rate limits, body limits, authentication), an error is
+rendered here, in one place."""
 
 from __future__ import annotations
 
 import logging
 import uuid
+from http import HTTPStatus
 from typing import Any
 
 from litestar import Request, Response
@@ -18,6 +24,7 @@ from runpoint.errors import (
     Forbidden,
     InvalidBoundary,
     InvalidRequest,
+    Locked,
     NotContinuable,
     NotFound,
     RunpointError,
@@ -27,14 +34,17 @@ from .wire import encode
 
 log = logging.getLogger("runpoint.http")
 
+SESSION_DIALECT = "/v2/"
 # Most specific first: a subclass of one of these maps like its base.
 STATUS: dict[type[RunpointError], tuple[int, str]] = {
     NotFound: (404, "NOT_FOUND"),
+    Forbidden: (403, "FORBIDDEN"),  # the session dialect's; the run dialect's is a 404
     InvalidBoundary: (400, "INVALID_BOUNDARY"),
     InvalidRequest: (400, "BAD_REQUEST"),
     ConfigurationError: (400, "BAD_REQUEST"),  # e.g. an unknown `model` asked for
     NotContinuable: (409, "NOT_CONTINUABLE"),
     Conflict: (409, "CONFLICT"),
+    Locked: (423, "LOCKED"),
 }
 _HTTP_CODES = {
     401: "UNAUTHENTICATED",
@@ -43,9 +53,13 @@ _HTTP_CODES = {
     405: "METHOD_NOT_ALLOWED",
     413: "REQUEST_ENTITY_TOO_LARGE",
     415: "UNSUPPORTED_MEDIA_TYPE",
+    423: "LOCKED",
     429: "TOO_MANY_REQUESTS",
 }
+# the session dialect's `id`: the status in words (others are HTTPStatus's phrase)
+_SESSION_IDS = {413: "payload_too_large", 422: "unprocessable_entity", 500: "internal"}
 _MAX_REQUEST_ID = 200
+_REQUEST_ID = "runpoint.request_id"
 
 
 class HttpError(Exception):
@@ -58,25 +72,45 @@ class HttpError(Exception):
         self.detail = detail
 
 
+def request_id(scope: Scope) -> str:
+    """The request's id: the client's X-Request-ID if it is reasonable, else a new one;
+    the same for the whole request."""
+    state = scope.setdefault("state", {})
+    if (known := state.get(_REQUEST_ID)) is None:
+        given = next((v for k, v in scope["headers"] if k == b"x-request-id"), b"")
+        ok = 0 < len(given) <= _MAX_REQUEST_ID
+        known = state[_REQUEST_ID] = given.decode("latin-1") if ok else uuid.uuid4().hex
+    return str(known)
+
+
 def error_response(
-    status: int, error_code: str, detail: str, headers: dict[str, str] | None = None
+    request: Request[Any, Any, Any],
+    status: int,
+    error_code: str,
+    detail: str,
+    headers: dict[str, str] | None = None,
 ) -> Response[bytes]:
-    body = encode({"detail": detail, "error_code": error_code})
+    if request.url.path.startswith(SESSION_DIALECT):
+        body = encode(
+            {"id": _session_id(status), "message": detail, "request_id": request_id(request.scope)}
+        )
+    else:
+        body = encode({"detail": detail, "error_code": error_code})
     return Response(body, status_code=status, media_type="application/json", headers=headers)
 
 
-def on_http_error(_: Request[Any, Any, Any], exc: HttpError) -> Response[bytes]:
-    return error_response(exc.status, exc.error_code, exc.detail)
+def on_http_error(request: Request[Any, Any, Any], exc: HttpError) -> Response[bytes]:
+    return error_response(request, exc.status, exc.error_code, exc.detail)
 
 
-def on_runpoint_error(_: Request[Any, Any, Any], exc: RunpointError) -> Response[bytes]:
-    if isinstance(exc, Forbidden):  # another team's: as if it did not exist, not a 403
-        exc = exc.hidden
+def on_runpoint_error(request: Request[Any, Any, Any], exc: RunpointError) -> Response[bytes]:
+    if isinstance(exc, Forbidden) and not request.url.path.startswith(SESSION_DIALECT):
+        exc = exc.hidden  # another team's: the run dialect answers as if it did not exist
     status, code = next(v for t, v in STATUS.items() if isinstance(exc, t))
-    return error_response(status, code, str(exc))
+    return error_response(request, status, code, str(exc))
 
 
-def on_litestar_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+def on_litestar_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
     """Litestar's refusals: unknown path (404), method (405), unreadable or too large a body
     (413), no credentials (401) or scope (403), too many requests (429)."""
     status = exc.status_code
@@ -84,12 +118,12 @@ def on_litestar_error(_: Request[Any, Any, Any], exc: HTTPException) -> Response
     headers = dict(exc.headers or {})
     if "RateLimit-Reset" in headers:  # the limiter says when the window resets: so do we
         headers["Retry-After"] = str(max(1, int(headers["RateLimit-Reset"])))
-    return error_response(status, code, exc.detail, headers)
+    return error_response(request, status, code, exc.detail, headers)
 
 
 def on_unexpected_error(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     log.exception("%s %s failed", request.method, request.url.path, exc_info=exc)
-    return error_response(500, "INTERNAL_SERVER_ERROR", "Internal server error")
+    return error_response(request, 500, "INTERNAL_SERVER_ERROR", "Internal server error")
 
 
 EXCEPTION_HANDLERS: ExceptionHandlersMap = {
@@ -101,9 +135,14 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 
 
 async def add_request_id(message: Message, scope: Scope) -> None:
-    """Echo the client's X-Request-ID (if it is reasonable), else make one up."""
-    if message["type"] != "http.response.start":
-        return
-    given = next((v for k, v in scope["headers"] if k == b"x-request-id"), b"")
-    request_id = given.decode("latin-1") if 0 < len(given) <= _MAX_REQUEST_ID else None
-    MutableScopeHeaders.from_message(message)["X-Request-ID"] = request_id or uuid.uuid4().hex
+    if message["type"] == "http.response.start":
+        MutableScopeHeaders.from_message(message)["X-Request-ID"] = request_id(scope)
+
+
+def _session_id(status: int) -> str:
+    if status in _SESSION_IDS:
+        return _SESSION_IDS[status]
+    try:
+        return HTTPStatus(status).phrase.lower().replace(" ", "_").replace("-", "_")
+    except ValueError:
+        return "internal" if status >= 500 else "bad_request"

@@ -14,7 +14,7 @@ from litestar import Response
 from runpoint.loop import Decision
 from runpoint.services import RunHandle, Runpoint
 
-from . import sse, wire
+from . import session_wire, sse, wire
 from .errors import HttpError
 from .spec import document_json
 
@@ -211,3 +211,52 @@ def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
         elif d.confirmed is not None:
             decided[d.tool_call_id] = d.confirmed
     return decided
+
+
+# -- the session dialect (/v2/) ---------------------------------------------------------
+
+
+@operation
+async def create_session_checkpoint(rp: Runpoint, *, session_id: str, label: str | None) -> Reply:
+    created = await rp.session_checkpoints.create(session_id, label=label)
+    return Response(
+        wire.encode(session_wire.envelope(created)), status_code=201, media_type="application/json"
+    )
+
+
+@operation
+async def list_session_checkpoints(
+    rp: Runpoint, *, session_id: str, page_size: int, page_token: str | None
+) -> Reply:
+    found, next_token = await rp.session_checkpoints.page(
+        session_id, page_size=page_size, page_token=page_token
+    )
+    return session_wire.page(found, next_token)
+
+
+@operation
+async def get_session_checkpoint(rp: Runpoint, *, session_id: str, checkpoint_id: str) -> Reply:
+    return session_wire.envelope(await rp.session_checkpoints.get(session_id, checkpoint_id))
+
+
+@operation
+async def delete_session_checkpoint(rp: Runpoint, *, session_id: str, checkpoint_id: str) -> Reply:
+    await rp.session_checkpoints.delete(session_id, checkpoint_id)
+    return None
+
+
+@operation
+async def rollback_session_checkpoint(
+    rp: Runpoint, *, session_id: str, checkpoint_id: str
+) -> Reply:
+    return session_wire.envelope(await rp.session_checkpoints.rollback(session_id, checkpoint_id))
+
+
+@operation
+async def fork_session_at_checkpoint(
+    rp: Runpoint, *, session_id: str, from_checkpoint_id: str | None, count: int
+) -> Reply:
+    checkpoint, sessions = await rp.session_checkpoints.fork(
+        session_id, from_checkpoint_id=from_checkpoint_id, count=count
+    )
+    return session_wire.forks(checkpoint, sessions)

@@ -30,7 +30,7 @@ async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]
         source, is_text = sources[field.location]
         if field.wire_name in source:
             value = source[field.wire_name]
-            raw[field.name] = _from_text(value, field) if is_text else value
+            raw[field.name] = _from_text(value, field) if is_text else _from_json(value, field)
     try:
         inputs = msgspec.convert(raw, op.inputs)
     except msgspec.ValidationError as exc:
@@ -48,6 +48,13 @@ def _from_text(value: str, field: Field) -> Any:
     if "boolean" in field.json_types and value.lower() in _BOOLEANS:
         return _BOOLEANS[value.lower()]
     return value  # left for validation to refuse
+
+
+def _from_json(value: Any, field: Field) -> Any:
+    """A JSON value as its schema reads it: to JSON Schema, 1.0 is an integer too."""
+    if "integer" in field.json_types and isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 async def _body(request: Request[Any, Any, Any], op: Operation) -> tuple[Mapping[str, Any], bool]:

@@ -110,7 +110,7 @@ async def checkpoint_writes(database: str, count: int = 300) -> list[float]:
     session = Session(session_id=new_id(), agent_id="bench")
     run = Run(run_id=new_id(), session_id=session.session_id, agent_id="bench")
     run.segments = [Segment(run.run_id, 0)]
-    await storage.create_session(session, [run])
+    await storage.create_sessions([session], [run])
     times = []
     for index in range(1, count + 1):
         message = Message(role="tool", content="2.1M", tool_call_id=f"c{index}", tool_name="t")

@@ -1,4 +1,5 @@
-"""Storage benchmark: how runs of 10 to 10,000 messages cost to build, list, cut and fork.
+"""Storage benchmark: how runs of 10 to 10,000 messages cost to build, list, cut and fork,
+and what a session checkpoint and a rollback to it cost in a session holding such a run.
 
     .venv/bin/python contrib/bench/storage.py               # SQLite
     .venv/bin/python contrib/bench/storage.py --postgres    # a throwaway local PostgreSQL
@@ -72,6 +73,14 @@ async def measure(size: int, database: str) -> dict[str, float]:
         written, stored = storage.bytes_written, await storage.stored_bytes()
         repeat = 200 if size <= 1_000 else 50
 
+        # a session whose one run is this one (copy-on-write), checkpointed and rolled back
+        # (before the forks below add runs to the run's session)
+        _, [session] = await rp.session_checkpoints.fork(run.session_id)
+
+        async def checkpoint_and_rollback() -> None:
+            taken = await rp.session_checkpoints.create(session.session_id)
+            await rp.session_checkpoints.rollback(session.session_id, taken.checkpoint_id)
+
         fork_times = []
         for _ in range(repeat):  # the fork itself; its (empty) execution is not timed
             start = time.perf_counter()
@@ -79,6 +88,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
             fork_times.append(time.perf_counter() - start)
             await handle.result()
         fork_ms = 1000 * statistics.median(fork_times)
+
         return {
             "messages": run.message_count,
             "build_ms": build * 1000,
@@ -87,6 +97,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
             "snapshot_ms": 1000
             * await median_seconds(lambda: rp.snapshot(run.run_id, run.message_count // 2), repeat),
             "fork_ms": fork_ms,
+            "session_ms": 1000 * await median_seconds(checkpoint_and_rollback, repeat),
         }
 
 
@@ -94,12 +105,13 @@ async def main(databases: NewDatabase) -> None:
     results = {size: await measure(size, await databases(f"bench_{size}")) for size in SIZES}
     print(
         f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'timeline ms':>12} "
-        f"{'snapshot@mid ms':>16} {'fork@end ms':>12}"
+        f"{'snapshot@mid ms':>16} {'fork@end ms':>12} {'session ckpt+rollback ms':>25}"
     )
     for r in results.values():
         print(
             f"{r['messages']:>9.0f} {r['build_ms']:>9.1f} {r['write_ratio']:>15.2f} "
-            f"{r['timeline_ms']:>12.2f} {r['snapshot_ms']:>16.2f} {r['fork_ms']:>12.2f}"
+            f"{r['timeline_ms']:>12.2f} {r['snapshot_ms']:>16.2f} {r['fork_ms']:>12.2f} "
+            f"{r['session_ms']:>25.2f}"
         )
     small, large = results[SIZES[0]], results[SIZES[-1]]
     print()
@@ -109,6 +121,10 @@ async def main(databases: NewDatabase) -> None:
     )
     print(
         f"fork     10,000 / 10 messages: {large['fork_ms'] / small['fork_ms']:.2f}x (target <= 2)"
+    )
+    print(
+        f"session checkpoint + rollback 10,000 / 10 messages: "
+        f"{large['session_ms'] / small['session_ms']:.2f}x (target <= 2)"
     )
     for a, b in itertools.pairwise(SIZES):
         ratio = results[b]["build_ms"] / results[a]["build_ms"]

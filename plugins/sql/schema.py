@@ -4,6 +4,7 @@ that are queried; messages and checkpoints are only ever inserted."""
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     Float,
@@ -53,6 +54,10 @@ sessions = Table(
     Column("forked_from_session_id", String(64), index=True),
     Column("created_at", Float, nullable=False, index=True),
     Column("data", Document, nullable=False),
+    # the session's event log cursor: the seq of its latest event (messages, boundaries)
+    Column("event_seq", BigInteger, nullable=False, server_default="0"),
+    # why it refuses work for now ("rollback", "maintenance"), or NULL
+    Column("locked", String(32)),
     Index("ix_sessions_team_created", "team_id", "created_at"),
 )
 
@@ -75,6 +80,8 @@ runs = Table(
     Column("lease_expires_at", Float),
     Column("cancel_requested", Boolean, nullable=False, server_default=false()),
     Column("recoveries", Integer, nullable=False, server_default="0"),
+    # rolled back: kept and readable, out of its session's live history
+    Column("hidden", Boolean, nullable=False, server_default=false()),
     Index("ix_runs_session_seq", "session_id", "seq"),
     # not the lease, rewritten at each boundary: see migration 0007 (heap-only updates)
     Index("ix_runs_status", "status"),
@@ -87,6 +94,8 @@ messages = Table(
     Column("idx", Integer, primary_key=True, autoincrement=False),
     Column("role", String(16), nullable=False),
     Column("data", Document, nullable=False),
+    # its place in its session's event log (NULL for rows written before the log existed)
+    Column("event_seq", BigInteger),
 )
 
 # A side-effecting tool call is recorded before it runs and again when it ends, so a
@@ -117,4 +126,17 @@ checkpoints = Table(
     Column("run_id", String(64), primary_key=True),
     Column("message_index", Integer, primary_key=True, autoincrement=False),
     Column("data", Document, nullable=False),
+    Column("event_seq", BigInteger),  # its boundary's place in the session's event log
+)
+
+# Captures of whole sessions; `seq` orders them (newest first, keyset pages).
+session_checkpoints = Table(
+    "session_checkpoints",
+    metadata,
+    Column("seq", Integer, primary_key=True, autoincrement=True),
+    Column("checkpoint_id", String(64), nullable=False, unique=True),
+    Column("session_id", String(64), nullable=False),
+    Column("data", Document, nullable=False),  # the SessionCheckpoint
+    Column("capture", Document),  # the SessionCapture, once READY
+    Index("ix_session_checkpoints_session_seq", "session_id", "seq"),
 )

@@ -10,19 +10,20 @@ from collections.abc import AsyncIterator, Collection, Sequence
 from typing import Any, TypeVar
 
 import msgspec
-from sqlalchemy import delete, event, insert, select, text, update
+from sqlalchemy import delete, event, false, insert, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from runpoint.errors import Conflict
+from runpoint.errors import Conflict, Locked
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.schema import (
     checkpoints,
     idempotency_keys,
     messages,
     runs,
+    session_checkpoints,
     sessions,
     tool_calls,
 )
@@ -34,6 +35,8 @@ from runpoint.types import (
     RunStatus,
     Segment,
     Session,
+    SessionCapture,
+    SessionCheckpoint,
     Usage,
     now,
 )
@@ -47,23 +50,33 @@ _SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=10000",
 )
 IN_FLIGHT = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
-# Messages and the checkpoint are written only if the run's row was (its revision matched);
-# no row back means it was not.
+# A boundary takes the next places of its session's event log: one per message, then one
+# for itself (its status change, and its checkpoint if any). The log's cursor is taken first
+# (the session's row, then the run's: the lock order of every session writer); messages and
+# the checkpoint are written only if the run's row was (its revision matched), and no row
+# back means it was not (the cursor then skips a few places: it only has to grow).
 _SAVE_POSTGRESQL = """
-WITH run AS (
+WITH log AS (
+    UPDATE sessions SET event_seq = event_seq + $13
+    WHERE session_id = $14
+      AND EXISTS (SELECT 1 FROM runs WHERE run_id = $1 AND revision = $2)
+    RETURNING event_seq
+), run AS (
     UPDATE runs SET status = $3, revision = revision + 1, state = $4::jsonb,
         lease_owner = $10, lease_expires_at = $11, recoveries = $12
-    WHERE run_id = $1 AND revision = $2
+    WHERE run_id = $1 AND revision = $2 AND EXISTS (SELECT 1 FROM log)
     RETURNING run_id, cancel_requested
 ), new_messages AS (
-    INSERT INTO messages (run_id, idx, role, data)
-    SELECT run.run_id, m.idx, m.role, m.data::jsonb
-    FROM run, unnest($5::int[], $6::text[], $7::text[]) AS m(idx, role, data)
+    INSERT INTO messages (run_id, idx, role, data, event_seq)
+    SELECT run.run_id, m.idx, m.role, m.data::jsonb, log.event_seq - $13 + m.n
+    FROM run, log, unnest($5::int[], $6::text[], $7::text[]) WITH ORDINALITY
+        AS m(idx, role, data, n)
 ), new_checkpoint AS (
-    INSERT INTO checkpoints (run_id, message_index, data)
-    SELECT run.run_id, c.idx, c.data::jsonb
-    FROM run, unnest($8::int[], $9::text[]) AS c(idx, data)
-    ON CONFLICT (run_id, message_index) DO UPDATE SET data = excluded.data
+    INSERT INTO checkpoints (run_id, message_index, data, event_seq)
+    SELECT run.run_id, c.idx, c.data::jsonb, log.event_seq
+    FROM run, log, unnest($8::int[], $9::text[]) AS c(idx, data)
+    ON CONFLICT (run_id, message_index) DO UPDATE
+    SET data = excluded.data, event_seq = excluded.event_seq
 )
 SELECT cancel_requested FROM run
 """
@@ -87,8 +100,14 @@ class _RunState(msgspec.Struct, omit_defaults=True):
 _STATE_FIELDS = _RunState.__struct_fields__
 _decode_run = msgspec.json.Decoder(Run).decode
 _decode_message = msgspec.json.Decoder(Message).decode
-_RUN_COLUMNS = "data, state, revision, lease_owner, lease_expires_at, recoveries, cancel_requested"
+_RUN_COLUMNS = (
+    "data, state, revision, lease_owner, lease_expires_at, recoveries, cancel_requested, hidden"
+)
 _decode_state = msgspec.json.Decoder(_RunState).decode
+_decode_session = msgspec.json.Decoder(Session).decode
+_decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
+_decode_session_checkpoint = msgspec.json.Decoder(SessionCheckpoint).decode
+_decode_capture = msgspec.json.Decoder(SessionCapture).decode
 
 
 def _identity(value: Any) -> Any:
@@ -134,27 +153,120 @@ class SqlStorage:
 
     # -- sessions ------------------------------------------------------------------
 
-    async def create_session(self, session: Session, runs_: Sequence[Run] = ()) -> None:
+    async def create_sessions(
+        self, sessions_: Sequence[Session], runs_: Sequence[Run] = ()
+    ) -> None:
         async with self._write() as conn:
             try:
-                await conn.execute(insert(sessions), [self._session_row(session)])
+                await conn.execute(insert(sessions), [self._session_row(s) for s in sessions_])
             except IntegrityError:
-                raise Conflict(f"session {session.session_id} already exists") from None
+                taken = ", ".join(s.session_id for s in sessions_)
+                raise Conflict(f"session {taken} already exists") from None
             if runs_:
                 await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
 
     async def get_session(self, session_id: str) -> Session | None:
-        sql = "SELECT data FROM sessions WHERE session_id = :id"
-        found = await self._documents(sql, {"id": session_id}, Session)
+        found = await self._sessions("WHERE session_id = :id", {"id": session_id})
         return found[0] if found else None
 
     async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
-        sql = (
-            "SELECT data FROM sessions WHERE team_id = :team "
-            "ORDER BY created_at DESC, session_id LIMIT :limit OFFSET :offset"
+        return await self._sessions(
+            "WHERE team_id = :team "
+            "ORDER BY created_at DESC, session_id LIMIT :limit OFFSET :offset",
+            {"team": team_id, "limit": limit, "offset": offset},
         )
-        params = {"team": team_id, "limit": limit, "offset": offset}
-        return await self._documents(sql, params, Session)
+
+    async def _sessions(self, where: str, params: dict[str, Any]) -> list[Session]:
+        rows = await self._fetch(f"SELECT data, event_seq, locked FROM sessions {where}", params)
+        return [
+            msgspec.structs.replace(_decode_session(data), event_seq=seq, locked=locked)
+            for data, seq, locked in rows
+        ]
+
+    async def lock_session(self, session_id: str, reason: str) -> bool:
+        async with self._write() as conn:
+            if not await self._lock_session(conn, session_id, refuse_locked=True):
+                return False
+            await self._refuse_in_flight(conn, session_id)
+            await conn.execute(
+                update(sessions).where(sessions.c.session_id == session_id).values(locked=reason)
+            )
+            return True
+
+    async def unlock_session(self, session_id: str) -> bool:
+        async with self._write() as conn:
+            unlocked = await conn.execute(
+                update(sessions).where(sessions.c.session_id == session_id).values(locked=None)
+            )
+            return bool(unlocked.rowcount)
+
+    async def rollback_session(self, session_id: str, runs_: Sequence[Run]) -> None:
+        async with self._write() as conn:
+            await self._lock_session(conn, session_id)  # the session's row first, as `save`
+            await conn.execute(
+                update(runs)
+                .where(runs.c.session_id == session_id, runs.c.hidden == false())
+                .values(hidden=True)
+            )
+            if runs_:
+                await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
+            # the rollback is an event of the session too
+            await conn.execute(
+                update(sessions)
+                .where(sessions.c.session_id == session_id)
+                .values(locked=None, event_seq=sessions.c.event_seq + 1)
+            )
+
+    # -- session checkpoints ---------------------------------------------------------
+
+    async def add_session_checkpoint(self, checkpoint: SessionCheckpoint) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                insert(session_checkpoints).values(
+                    checkpoint_id=checkpoint.checkpoint_id,
+                    session_id=checkpoint.session_id,
+                    data=self._count(_encode(checkpoint)),
+                )
+            )
+
+    async def finish_session_checkpoint(
+        self, checkpoint: SessionCheckpoint, capture: bytes | None
+    ) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                update(session_checkpoints)
+                .where(session_checkpoints.c.checkpoint_id == checkpoint.checkpoint_id)
+                .values(data=self._count(_encode(checkpoint)), capture=capture)
+            )
+
+    async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None:
+        sql = "SELECT data FROM session_checkpoints WHERE checkpoint_id = :id"
+        found = await self._documents(sql, {"id": checkpoint_id}, SessionCheckpoint)
+        return found[0] if found else None
+
+    async def session_capture(self, checkpoint_id: str) -> SessionCapture | None:
+        sql = "SELECT capture FROM session_checkpoints WHERE checkpoint_id = :id"
+        found = await self._fetch(sql, {"id": checkpoint_id})
+        return _decode_capture(found[0][0]) if found and found[0][0] is not None else None
+
+    async def list_session_checkpoints(
+        self, session_id: str, *, limit: int, before: int | None
+    ) -> list[tuple[int, SessionCheckpoint]]:
+        sql = (
+            "SELECT seq, data FROM session_checkpoints WHERE session_id = :id AND seq < :before "
+            "ORDER BY seq DESC LIMIT :limit"
+        )
+        params = {"id": session_id, "before": _NO_END if before is None else before}
+        rows = await self._fetch(sql, params | {"limit": limit})
+        return [(seq, _decode_session_checkpoint(data)) for seq, data in rows]
+
+    async def delete_session_checkpoint(self, checkpoint_id: str) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                delete(session_checkpoints).where(
+                    session_checkpoints.c.checkpoint_id == checkpoint_id
+                )
+            )
 
     async def delete_session(self, session_id: str) -> bool:
         async with self._write() as conn:
@@ -168,16 +280,13 @@ class SqlStorage:
                     f"{', '.join(fork_ids)}; delete them first"
                 )
             await self._lock_session(conn, session_id)
-            busy = await conn.scalar(
-                select(runs.c.run_id)
-                .where(runs.c.session_id == session_id, runs.c.status.in_(IN_FLIGHT))
-                .limit(1)
-            )
-            if busy is not None:
-                raise Conflict(f"run {busy} of session {session_id} is in flight; cancel it first")
+            await self._refuse_in_flight(conn, session_id)
             run_ids = select(runs.c.run_id).where(runs.c.session_id == session_id)
             await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
             await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
+            await conn.execute(
+                delete(session_checkpoints).where(session_checkpoints.c.session_id == session_id)
+            )
             await conn.execute(delete(runs).where(runs.c.session_id == session_id))
             result = await conn.execute(delete(sessions).where(sessions.c.session_id == session_id))
             return bool(result.rowcount)
@@ -187,25 +296,16 @@ class SqlStorage:
     async def create_runs(self, runs_: Sequence[Run]) -> None:
         async with self._write() as conn:
             for session_id in {r.session_id for r in runs_}:
-                await self._lock_session(conn, session_id)
+                await self._lock_session(conn, session_id, refuse_locked=True)
             await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
 
     async def start_in_session(self, run: Run) -> Run:
         async with self._write() as conn:
-            await self._lock_session(conn, run.session_id)
-            busy = await conn.scalar(
-                select(runs.c.run_id)
-                .where(runs.c.session_id == run.session_id, runs.c.status.in_(IN_FLIGHT))
-                .limit(1)
-            )
-            if busy is not None:
-                raise Conflict(
-                    f"run {busy} of session {run.session_id} is in flight; "
-                    "wait for it to finish, or cancel it"
-                )
+            await self._lock_session(conn, run.session_id, refuse_locked=True)
+            await self._refuse_in_flight(conn, run.session_id)
             newest = await conn.scalar(
                 select(runs.c.run_id)
-                .where(runs.c.session_id == run.session_id)
+                .where(runs.c.session_id == run.session_id, runs.c.hidden == false())
                 .order_by(runs.c.seq.desc())
                 .limit(1)
             )
@@ -218,7 +318,9 @@ class SqlStorage:
         return found[0] if found else None
 
     async def list_runs(self, session_id: str) -> list[Run]:
-        return await self._runs("WHERE session_id = :id ORDER BY seq", {"id": session_id})
+        return await self._runs(
+            "WHERE session_id = :id AND NOT hidden ORDER BY seq", {"id": session_id}
+        )
 
     async def save(
         self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
@@ -259,19 +361,36 @@ class SqlStorage:
             )
             if cancel_requested is None:
                 return None
+            # see _SAVE_POSTGRESQL: a place in the session's log per message, then the boundary
+            cursor = await conn.scalar(
+                update(sessions)
+                .where(sessions.c.session_id == run.session_id)
+                .values(event_seq=sessions.c.event_seq + len(rows) + 1)
+                .returning(sessions.c.event_seq)
+            )
+            first = cursor - len(rows)
             if rows:
                 await conn.execute(
                     insert(messages),
-                    [{"run_id": run.run_id, "idx": i, "role": r, "data": d} for i, r, d in rows],
+                    [
+                        {
+                            "run_id": run.run_id,
+                            "idx": i,
+                            "role": r,
+                            "data": d,
+                            "event_seq": first + n,
+                        }
+                        for n, (i, r, d) in enumerate(rows)
+                    ],
                 )
             if mark is not None:
                 upsert = sqlite.insert(checkpoints).values(
-                    run_id=run.run_id, message_index=mark[0], data=mark[1]
+                    run_id=run.run_id, message_index=mark[0], data=mark[1], event_seq=cursor
                 )
                 await conn.execute(
                     upsert.on_conflict_do_update(
                         index_elements=["run_id", "message_index"],
-                        set_={"data": upsert.excluded.data},
+                        set_={"data": upsert.excluded.data, "event_seq": upsert.excluded.event_seq},
                     )
                 )
         return bool(cancel_requested)
@@ -297,6 +416,8 @@ class SqlStorage:
             run.lease_owner,
             run.lease_expires_at,
             run.recoveries,
+            len(rows) + 1,
+            run.session_id,
         )
         async with self._autocommit.connect() as conn:
             saved = await conn.exec_driver_sql(_SAVE_POSTGRESQL, params)
@@ -341,8 +462,11 @@ class SqlStorage:
         if not ranges:
             return []
         where, params = _ranges("message_index > :lo{i} AND message_index <= :hi{i}", ranges)
-        sql = f"SELECT data FROM checkpoints WHERE {where} ORDER BY message_index"
-        return await self._documents(sql, params, Checkpoint)
+        sql = f"SELECT data, event_seq FROM checkpoints WHERE {where} ORDER BY message_index"
+        return [
+            msgspec.structs.replace(_decode_checkpoint(data), event_seq=seq)
+            for data, seq in await self._fetch(sql, params)
+        ]
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -364,14 +488,28 @@ class SqlStorage:
                 raise
             await conn.exec_driver_sql("COMMIT")
 
-    async def _lock_session(self, conn: AsyncConnection, session_id: str) -> None:
+    async def _lock_session(
+        self, conn: AsyncConnection, session_id: str, *, refuse_locked: bool = False
+    ) -> bool:
         """Serialise the writers of a session's runs until commit, so runs commit in the
-        order of their `seq` (SQLite's BEGIN IMMEDIATE already serialises every writer)."""
-        if not self.is_sqlite:
-            await conn.execute(
-                select(sessions.c.session_id)
-                .where(sessions.c.session_id == session_id)
-                .with_for_update()
+        order of their `seq` (SQLite's BEGIN IMMEDIATE already serialises every writer).
+        False if there is no such session; with `refuse_locked`, Locked if it is locked."""
+        query = select(sessions.c.locked).where(sessions.c.session_id == session_id)
+        found = (await conn.execute(query if self.is_sqlite else query.with_for_update())).first()
+        if found is not None and found.locked is not None and refuse_locked:
+            raise Locked.session(found.locked)
+        return found is not None
+
+    async def _refuse_in_flight(self, conn: AsyncConnection, session_id: str) -> None:
+        busy = await conn.scalar(
+            select(runs.c.run_id)
+            .where(runs.c.session_id == session_id, runs.c.status.in_(IN_FLIGHT))
+            .limit(1)
+        )
+        if busy is not None:
+            raise Conflict(
+                f"run {busy} of session {session_id} is in flight; "
+                "wait for it to finish, or cancel it"
             )
 
     def _count(self, data: bytes) -> bytes:
@@ -385,7 +523,11 @@ class SqlStorage:
             "team_id": session.team_id,
             "forked_from_session_id": session.forked_from_session_id,
             "created_at": session.created_at,
-            "data": self._count(_encode(session)),
+            "event_seq": session.event_seq,
+            # the cursor and the lock live in their columns only: no stale copy in the document
+            "data": self._count(
+                _encode(msgspec.structs.replace(session, event_seq=0, locked=None))
+            ),
         }
 
     def _run_row(self, run: Run) -> dict[str, Any]:
@@ -411,8 +553,9 @@ class SqlStorage:
                 lease_expires_at=expires,
                 recoveries=recoveries,
                 cancel_requested=bool(cancel),  # SQLite says 0 or 1
+                hidden=bool(hidden),
             )
-            for data, state, revision, owner, expires, recoveries, cancel in rows
+            for data, state, revision, owner, expires, recoveries, cancel, hidden in rows
         ]
 
     async def record_tool_calls(self, run_id: str, tool_call_ids: Sequence[str]) -> None:

@@ -75,14 +75,21 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
     )
     assert created.status_code == 200
     run = created.json()
+    checkpoints = f"/v2/agents/sessions/{run['session_id']}/checkpoints"
+    captured = await client.post(checkpoints, json={"label": SECRET}, headers=ALPHA)
+    assert captured.status_code == 201
     alpha = {
         "agent_id": "travel-agent",
         "session_id": run["session_id"],
         "run_id": run["run_id"],
         "message_index": 3,
+        "checkpoint_id": captured.json()["checkpoint"]["checkpoint_id"],
     }
     missing = alpha | {"session_id": str(uuid.uuid4()), "run_id": str(uuid.uuid4())}
-    before = (await client.get(f"/sessions/{run['session_id']}/runs", headers=ALPHA)).json()
+    before = [
+        (await client.get(path, headers=ALPHA)).json()
+        for path in (f"/sessions/{run['session_id']}/runs", checkpoints)
+    ]
 
     for op in operations(document()):
         answer = await client.request(**request(op, alpha), headers=BETA)
@@ -102,7 +109,10 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
         if unknown.status_code == 404:  # not so where a missing session would be created
             assert _without(answer.text, alpha) == _without(unknown.text, missing), where
 
-    after = (await client.get(f"/sessions/{run['session_id']}/runs", headers=ALPHA)).json()
+    after = [
+        (await client.get(path, headers=ALPHA)).json()
+        for path in (f"/sessions/{run['session_id']}/runs", checkpoints)
+    ]
     assert after == before
 
 

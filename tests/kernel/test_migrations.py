@@ -114,7 +114,10 @@ async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(datab
         # the new columns were filled: roles find boundaries, statuses find runs in flight
         fork = await (await rp.continue_run("r1", continue_from="last_user")).result()
         assert fork.forked_from_message_index == 1
-        assert (await rp.get_session("s1")) == session
+        upgraded = await rp.get_session("s1")
+        # the old session's event log starts at 0: the fork's messages are its first events
+        assert upgraded == msgspec.structs.replace(session, event_seq=upgraded.event_seq)
+        assert upgraded.event_seq > 0
         # the session made before teams is the default team's, listed as such
         assert [s.session_id for s in await rp.list_sessions()] == ["s1"]
         assert len(await rp.list_runs("s1")) == 2

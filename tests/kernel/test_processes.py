@@ -16,7 +16,7 @@ PROCESSES = 3
 
 async def test_several_processes_keep_every_invariant(database: str) -> None:
     async with Runpoint(agents, database=database) as rp:  # migrate once, before the crowd
-        await rp.storage.create_session(Session(session_id="shared", agent_id="travel-agent"))
+        await rp.storage.create_sessions([Session(session_id="shared", agent_id="travel-agent")])
     workers = [
         await asyncio.create_subprocess_exec(
             *(sys.executable, "-m", "tests.kernel.worker", database, f"w{i}", "shared"),

@@ -1,7 +1,7 @@
 """Teams: every session belongs to one; sessions made before teams belong to the default.
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 """
 
 import sqlalchemy as sa
@@ -10,7 +10,7 @@ from alembic import op
 from runpoint.tenancy import DEFAULT_TEAM
 
 revision = "0005"
-down_revision = "0003"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

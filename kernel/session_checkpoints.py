@@ -1,0 +1,231 @@
+"""Session checkpoints: captures of a whole session at its event-log cursor, which seed
+rollback (the session returns to one, in place) and forks (new sessions start at one).
+
+A capture holds the session's live runs as they were (each run's `message_count` is its
+cut: no message is copied) and what state-capture plugins add. Rollback and fork both lay
+the captured runs out again as copy-on-write forks (`fork_runs`): rollback in the same
+session, whose earlier runs it hides but keeps; fork in new sessions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from runpoint import tenancy
+from runpoint import transcript as tx
+from runpoint.errors import Conflict, InvalidRequest, Locked, NotFound
+from runpoint.host import PluginHost
+from runpoint.session_state import SessionState
+from runpoint.storage import Storage
+from runpoint.types import (
+    Run,
+    RunStatus,
+    Segment,
+    Session,
+    SessionCapture,
+    SessionCheckpoint,
+    SessionCheckpointStatus,
+    new_id,
+    now,
+)
+
+MAX_FORKS = 4
+_IN_FLIGHT = {RunStatus.PENDING, RunStatus.RUNNING}
+_encode = msgspec.json.Encoder().encode
+
+
+def fork_runs(runs: Sequence[Run], session_id: str) -> list[Run]:
+    """Copies of a session's runs (oldest first) in `session_id`: each a fork of its
+    source cut at the source's `message_count`, pointing at its rows (copy-on-write);
+    the lineage between them points at the copies."""
+    renamed = {run.run_id: new_id() for run in runs}
+    return [
+        msgspec.structs.replace(
+            run,
+            run_id=renamed[run.run_id],
+            session_id=session_id,
+            segments=[
+                *tx.cut(run.segments, run.message_count),
+                Segment(renamed[run.run_id], run.message_count),
+            ],
+            previous_run_id=renamed.get(run.previous_run_id or ""),
+            forked_from_run_id=run.run_id,
+            forked_from_message_index=run.message_count,
+            forked_from_session_id=run.session_id,
+            hidden=False,
+            created_at=now(),
+            updated_at=now(),
+        )
+        for run in runs
+    ]
+
+
+class SessionCheckpoints:
+    def __init__(self, storage: Storage, host: PluginHost) -> None:
+        self.storage = storage
+        self.host = host
+
+    async def session(self, session_id: str) -> Session:
+        """The session, if it takes requests: NotFound, Forbidden (another team's), or
+        Locked while it is locked."""
+        session = await self.storage.get_session(session_id)
+        if session is None:
+            raise NotFound(f"session {session_id} not found")
+        tenancy.check(session.team_id, "session", session_id)
+        if session.locked is not None:
+            raise Locked.session(session.locked)
+        return session
+
+    async def create(
+        self,
+        session_id: str,
+        *,
+        label: str | None = None,
+        kind: Literal["explicit", "auto"] = "explicit",
+    ) -> SessionCheckpoint:
+        """Capture the session now; READY, or FAILED (with why) if a plugin's capture
+        raised. Conflict while a run of it is in flight."""
+        session = await self.session(session_id)
+        runs = await self.storage.list_runs(session_id)
+        if busy := [r.run_id for r in runs if r.status in _IN_FLIGHT]:
+            raise Conflict(f"session {session_id} has runs in flight: {', '.join(busy)}")
+        latest = await self.session(session_id)
+        if latest.event_seq != session.event_seq:
+            raise Conflict(f"session {session_id} changed while it was read; try again")
+        checkpoint = SessionCheckpoint(
+            checkpoint_id=new_id(),
+            session_id=session_id,
+            event_seq=session.event_seq,
+            kind=kind,
+            label=label,
+        )
+        await self.storage.add_session_checkpoint(checkpoint)
+        states: dict[str, bytes] = {}
+        for name, state in self.host.session_states().items():
+            try:
+                states[name] = await state.capture(session_id)
+            except Exception as exc:  # the plugin's failure is the checkpoint's, not ours
+                failed = msgspec.structs.replace(
+                    checkpoint,
+                    status=SessionCheckpointStatus.FAILED,
+                    error_message=f"state {name!r} could not be captured: "
+                    f"{type(exc).__name__}: {exc}",
+                )
+                await self.storage.finish_session_checkpoint(failed, None)
+                return failed
+        capture = _encode(SessionCapture(session, runs, states))
+        ready = msgspec.structs.replace(
+            checkpoint, status=SessionCheckpointStatus.READY, size_bytes=len(capture)
+        )
+        await self.storage.finish_session_checkpoint(ready, capture)
+        return ready
+
+    async def page(
+        self, session_id: str, *, page_size: int, page_token: str | None = None
+    ) -> tuple[list[SessionCheckpoint], str | None]:
+        """A page of the session's checkpoints, newest first, and the next page's token."""
+        await self.session(session_id)
+        before = None
+        if page_token is not None:
+            try:
+                before = int(page_token, 16)
+            except ValueError:
+                raise InvalidRequest(f"page_token {page_token!r} is not one we gave") from None
+        found = await self.storage.list_session_checkpoints(
+            session_id, limit=page_size + 1, before=before
+        )
+        page = found[:page_size]
+        next_token = f"{page[-1][0]:x}" if len(found) > page_size else None
+        return [checkpoint for _, checkpoint in page], next_token
+
+    async def get(self, session_id: str, checkpoint_id: str) -> SessionCheckpoint:
+        await self.session(session_id)
+        checkpoint = await self.storage.get_session_checkpoint(checkpoint_id)
+        if checkpoint is None or checkpoint.session_id != session_id:
+            raise NotFound(f"checkpoint {checkpoint_id} of session {session_id} not found")
+        return checkpoint
+
+    async def delete(self, session_id: str, checkpoint_id: str) -> None:
+        """Delete a checkpoint; deleting one that is gone already is not an error."""
+        await self.session(session_id)
+        checkpoint = await self.storage.get_session_checkpoint(checkpoint_id)
+        if checkpoint is not None and checkpoint.session_id == session_id:
+            await self.storage.delete_session_checkpoint(checkpoint_id)
+
+    async def rollback(self, session_id: str, checkpoint_id: str) -> SessionCheckpoint:
+        """Return the session to a READY checkpoint, in place. Its runs since are hidden
+        from it but kept (readable by id). Conflict if a run of it is in flight; while
+        the rollback goes on, the session is locked (Locked to everyone else)."""
+        checkpoint, capture, states = await self._seed(session_id, checkpoint_id)
+        if not await self.storage.lock_session(session_id, "rollback"):
+            raise NotFound(f"session {session_id} not found")
+        try:
+            for name, state in states.items():
+                await state.restore(session_id, capture.states[name])
+            await self.storage.rollback_session(session_id, fork_runs(capture.runs, session_id))
+        except BaseException:
+            await self.storage.unlock_session(session_id)
+            raise
+        return checkpoint
+
+    async def fork(
+        self, session_id: str, *, from_checkpoint_id: str | None = None, count: int = 1
+    ) -> tuple[SessionCheckpoint, list[Session]]:
+        """`count` new sessions at a READY checkpoint (one taken now if none is named),
+        all or nothing: a failure leaves no session, run or plugin state behind (nor the
+        checkpoint taken for the fork)."""
+        if not 1 <= count <= MAX_FORKS:
+            raise InvalidRequest(f"count must be 1 to {MAX_FORKS}, not {count}")
+        taken = None
+        if from_checkpoint_id is None:
+            taken = await self.create(session_id)
+            if taken.status is not SessionCheckpointStatus.READY:
+                await self.storage.delete_session_checkpoint(taken.checkpoint_id)
+                raise Conflict(f"the session could not be captured: {taken.error_message}")
+            from_checkpoint_id = taken.checkpoint_id
+        restored: list[tuple[SessionState, str]] = []
+        try:
+            checkpoint, capture, states = await self._seed(session_id, from_checkpoint_id)
+            source = capture.session
+            forks = [
+                Session(
+                    session_id=new_id(),
+                    agent_id=source.agent_id,
+                    team_id=source.team_id,
+                    user_id=source.user_id,
+                    forked_from_session_id=session_id,
+                    event_seq=checkpoint.event_seq,
+                )
+                for _ in range(count)
+            ]
+            for fork in forks:
+                for name, state in states.items():
+                    await state.restore(fork.session_id, capture.states[name])
+                    restored.append((state, fork.session_id))
+            runs = [run for fork in forks for run in fork_runs(capture.runs, fork.session_id)]
+            await self.storage.create_sessions(forks, runs)
+        except BaseException:
+            for state, fork_id in restored:
+                await state.discard(fork_id)
+            if taken is not None:
+                await self.storage.delete_session_checkpoint(taken.checkpoint_id)
+            raise
+        return checkpoint, forks
+
+    async def _seed(
+        self, session_id: str, checkpoint_id: str
+    ) -> tuple[SessionCheckpoint, SessionCapture, dict[str, SessionState]]:
+        """A READY checkpoint of the session, its capture, and the plugins to restore it."""
+        checkpoint = await self.get(session_id, checkpoint_id)
+        capture = await self.storage.session_capture(checkpoint_id)
+        if checkpoint.status is not SessionCheckpointStatus.READY or capture is None:
+            raise Conflict(f"checkpoint {checkpoint_id} is {checkpoint.status}, not READY")
+        states = self.host.session_states()
+        if missing := sorted(capture.states.keys() - states.keys()):
+            raise Conflict(
+                f"checkpoint {checkpoint_id} holds state of plugins not loaded: {missing}"
+            )
+        return checkpoint, capture, {n: s for n, s in states.items() if n in capture.states}
