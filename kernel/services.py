@@ -29,7 +29,7 @@ from runpoint.loop import Decision, RunTask
 from runpoint.model import Model
 from runpoint.recovery import Leases
 from runpoint.runqueue import QueuedRun
-from runpoint.session_checkpoints import SessionCheckpoints, fork_runs
+from runpoint.session_checkpoints import SessionCheckpoints, fork_runs, forked_session
 from runpoint.storage import Storage
 from runpoint.types import (
     Checkpoint,
@@ -182,6 +182,17 @@ class Runpoint:
     ) -> RunHandle:
         """Start a run. With `background` it is PENDING until its first step (to a client
         that will poll rather than wait); either way it goes on without the caller."""
+
+        def again() -> Awaitable[RunHandle]:  # this request, without its key
+            return self.create_run(
+                agent_id,
+                message,
+                session_id=session_id,
+                user_id=user_id,
+                stream=stream,
+                background=background,
+            )
+
         if idempotency_key is not None:
             request = {
                 "operation": f"create_run {agent_id}",
@@ -190,18 +201,7 @@ class Runpoint:
                 "user_id": user_id,
                 "background": background,
             }
-            return await self._once(
-                idempotency_key,
-                request,
-                lambda: self.create_run(
-                    agent_id,
-                    message,
-                    session_id=session_id,
-                    user_id=user_id,
-                    stream=stream,
-                    background=background,
-                ),
-            )
+            return await self._once(idempotency_key, request, again)
         agent = self.agent(agent_id)
         if not message.strip():
             raise InvalidRequest("message must not be empty")
@@ -237,14 +237,7 @@ class Runpoint:
             try:
                 await self.storage.create_sessions([session], [run])
             except Conflict:  # a concurrent request created the session: join it
-                return await self.create_run(
-                    agent_id,
-                    message,
-                    session_id=session_id,
-                    user_id=user_id,
-                    stream=stream,
-                    background=background,
-                )
+                return await again()
             return await self._begin(agent, run, incoming, stream, background)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout
@@ -493,14 +486,7 @@ class Runpoint:
         source_runs = await self.storage.list_runs(session_id)
         if busy := [r.run_id for r in source_runs if r.status in IN_FLIGHT]:
             raise Conflict(f"session {session_id} has runs in flight: {', '.join(busy)}")
-        session = Session(
-            session_id=new_id(),
-            agent_id=source.agent_id,
-            team_id=source.team_id,
-            user_id=source.user_id,
-            forked_from_session_id=session_id,
-            event_seq=source.event_seq,
-        )
+        session = forked_session(source, source.event_seq)
         await self.storage.create_sessions([session], fork_runs(source_runs, session.session_id))
         return session
 

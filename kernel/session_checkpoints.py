@@ -37,6 +37,19 @@ _IN_FLIGHT = {RunStatus.PENDING, RunStatus.RUNNING}
 _encode = msgspec.json.Encoder().encode
 
 
+def forked_session(source: Session, event_seq: int) -> Session:
+    """A new session that starts where `source` was at `event_seq` of its event log (its
+    runs are `fork_runs` of the source's)."""
+    return Session(
+        session_id=new_id(),
+        agent_id=source.agent_id,
+        team_id=source.team_id,
+        user_id=source.user_id,
+        forked_from_session_id=source.session_id,
+        event_seq=event_seq,
+    )
+
+
 def fork_runs(runs: Sequence[Run], session_id: str) -> list[Run]:
     """Copies of a session's runs (oldest first) in `session_id`: each a fork of its
     source cut at the source's `message_count`, pointing at its rows (copy-on-write);
@@ -189,18 +202,7 @@ class SessionCheckpoints:
         restored: list[tuple[SessionState, str]] = []
         try:
             checkpoint, capture, states = await self._seed(session_id, from_checkpoint_id)
-            source = capture.session
-            forks = [
-                Session(
-                    session_id=new_id(),
-                    agent_id=source.agent_id,
-                    team_id=source.team_id,
-                    user_id=source.user_id,
-                    forked_from_session_id=session_id,
-                    event_seq=checkpoint.event_seq,
-                )
-                for _ in range(count)
-            ]
+            forks = [forked_session(capture.session, checkpoint.event_seq) for _ in range(count)]
             for fork in forks:
                 for name, state in states.items():
                     await state.restore(fork.session_id, capture.states[name])
