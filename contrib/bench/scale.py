@@ -68,10 +68,11 @@ class TimedStorage(SqlStorage):
         finally:
             self.seconds += time.perf_counter() - start
 
-    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+    async def create_sessions(self, *args: Any, **kwargs: Any) -> None:
+        """A run's birth (each run here starts a session): its row, and its input."""
         start = time.perf_counter()
         try:
-            return await super().start_in_session(run, incoming)
+            await super().create_sessions(*args, **kwargs)
         finally:
             self.seconds += time.perf_counter() - start
 
