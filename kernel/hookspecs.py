@@ -43,7 +43,8 @@ def runpoint_run_started(run: Run) -> None:
 
 @hookspec
 def runpoint_message_appended(run: Run, message: Message, index: int) -> None:
-    """A message joined the run's transcript at `index` (not yet durable)."""
+    """A message joined the run's transcript at `index`: the input, durable already, or
+    one the run produced, durable at the next boundary."""
 
 
 @hookspec

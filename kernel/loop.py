@@ -44,7 +44,7 @@ class RunTask:
     hook: pluggy.HookRelay
     run: Run
     emit: Callable[[RunEvent], None]
-    incoming: Sequence[Message] = ()  # the new input that starts this execution
+    incoming: Sequence[Message] = ()  # the new input that starts it, durable at the end
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
     transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
     unsaved: list[Message] = field(default_factory=list)
@@ -55,15 +55,16 @@ class RunTask:
     tool_batches: int = 0
 
     async def execute(self) -> Run:
+        accepted = self.run.status is RunStatus.PENDING
         self.run.status = RunStatus.RUNNING
         self.run.error = None
         self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
         self.hook.runpoint_run_started(run=self.run)
         try:
             await self.load_context()
-            for message in self.incoming:
-                self.append(message)
-            await self.save(checkpoint=None)
+            announce(self.hook, self.run, self.incoming)
+            if accepted:  # a run accepted in the background: it is RUNNING from here on
+                await self.save(checkpoint=None)
             while True:
                 if calls := tx.unanswered_calls(self.transcript):
                     records = await self.tool_records(calls)
@@ -298,6 +299,14 @@ class RunTask:
                 data={k: v for k, v in data.items() if v is not None},
             )
         )
+
+
+def announce(hook: pluggy.HookRelay, run: Run, incoming: Sequence[Message]) -> None:
+    """Tell plugins about a run's input, written with the run (the last messages of its
+    `message_count`)."""
+    first = run.message_count - len(incoming)
+    for index, message in enumerate(incoming, first):
+        hook.runpoint_message_appended(run=run, message=message, index=index)
 
 
 def _call_info(call: ToolCall) -> dict[str, Any]:

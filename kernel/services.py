@@ -25,7 +25,7 @@ from runpoint.errors import (
     NotFound,
 )
 from runpoint.host import PluginHost
-from runpoint.loop import Decision, RunTask
+from runpoint.loop import Decision, RunTask, announce
 from runpoint.model import Model
 from runpoint.recovery import Leases
 from runpoint.runqueue import QueuedRun
@@ -219,6 +219,7 @@ class Runpoint:
                 user_id=user_id,
             )
         run_id = new_id()
+        incoming = [Message(role="user", content=message)]
         run = Run(
             run_id=run_id,
             session_id=session.session_id,
@@ -230,12 +231,12 @@ class Runpoint:
             model=agent.model_name,
             policy=agent.checkpoint,
             segments=[Segment(run_id, 0)],
+            message_count=len(incoming),
         )
         self._lease(run, background, stream)
-        incoming = [Message(role="user", content=message)]
-        if new_session:  # the session and its first run in one transaction
+        if new_session:  # the session and its first run (with its input) in one transaction
             try:
-                await self.storage.create_sessions([session], [run])
+                await self.storage.create_sessions([session], [run], {run_id: incoming})
             except Conflict:  # a concurrent request created the session: join it
                 return await again()
             return await self._begin(agent, run, incoming, stream, background)
@@ -243,7 +244,7 @@ class Runpoint:
         deadline = loop.time() + self.busy_timeout
         while True:
             try:
-                run = await self.storage.start_in_session(run)
+                run = await self.storage.start_in_session(run, incoming)
                 break
             except Conflict:
                 if self.busy_session != "wait" or loop.time() >= deadline:
@@ -398,6 +399,7 @@ class Runpoint:
             source.status = RunStatus.REGENERATED
             await self.storage.save(source, [], None)
         new_run_id = new_id()
+        new = [Message(role="user", content=input)] if input is not None else []
         run = Run(
             run_id=new_run_id,
             session_id=source.session_id,
@@ -409,15 +411,14 @@ class Runpoint:
             model=model or agent.model_name,
             policy=agent.checkpoint,
             segments=[*tx.cut(source.segments, index), Segment(new_run_id, index)],
-            message_count=index,
+            message_count=index + len(new),
             previous_run_id=source.previous_run_id,
             forked_from_run_id=source.run_id,
             forked_from_message_index=index,
             regenerated_from=source.run_id if regenerate else None,
         )
         self._lease(run, background, stream)
-        await self.storage.create_runs([run])
-        new = [Message(role="user", content=input)] if input is not None else []
+        await self.storage.create_runs([run], {new_run_id: new})
         return await self._begin(agent, run, new, stream, background, model=model)
 
     async def cancel(
@@ -586,11 +587,13 @@ class Runpoint:
             run.model = model
         if self.leases.is_held_elsewhere(run):
             raise Conflict(f"run {run.run_id} is executing in another process")
-        # Claim the run: a concurrent continue of it (here or in another process) read
-        # the same revision, and its claim now fails with Conflict.
+        # Claim the run, with its new input: a concurrent continue of it (here or in
+        # another process) read the same revision, and its claim now fails with Conflict.
         run.status = RunStatus.PENDING if background else RunStatus.RUNNING
+        run.error = None
+        run.message_count += len(new)
         self._lease(run, background, stream)
-        await self.storage.save(run, [], None)
+        await self.storage.save(run, new, None)
         return await self._begin(
             agent, run, new, stream, background, decisions=decisions, resumed=True, model=model
         )
@@ -675,17 +678,11 @@ class Runpoint:
     async def _enqueue(
         self, run: Run, incoming: Sequence[Message], decisions: Mapping[str, Decision]
     ) -> RunHandle:
-        """Put an accepted PENDING run on the queue. Its input is made durable first, so
+        """Put an accepted PENDING run on the queue. Its input was written with it, so
         whoever takes it (the job's process, or the lease watch if no process claims it
         in time) needs nothing but the run; tool decisions travel with the job."""
         assert self.queue is not None
-        if incoming:
-            for message in incoming:
-                self.host.hook.runpoint_message_appended(
-                    run=run, message=message, index=run.message_count
-                )
-                run.message_count += 1
-            await self.storage.save(run, incoming, None)
+        announce(self.host.hook, run, incoming)
         await self.queue.put(QueuedRun(run.run_id, run.agent_id, dict(decisions)))
         return self._follow(run)
 

@@ -3,7 +3,7 @@ by (run_id, message_index); a fork stores only its own rows (see `Segment`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol
 
 from runpoint.types import (
@@ -24,9 +24,14 @@ class Storage(Protocol):
 
     async def close(self) -> None: ...
 
-    async def create_sessions(self, sessions: Sequence[Session], runs: Sequence[Run] = ()) -> None:
-        """Insert sessions, and the runs they start with, all or nothing; `Conflict` if
-        an id is taken."""
+    async def create_sessions(
+        self,
+        sessions: Sequence[Session],
+        runs: Sequence[Run] = (),
+        incoming: Mapping[str, Sequence[Message]] = {},
+    ) -> None:
+        """Insert sessions, and the runs they start with (each with its `incoming`
+        messages, as `create_runs`), all or nothing; `Conflict` if an id is taken."""
 
     async def get_session(self, session_id: str) -> Session | None:
         """The session, with its event-log cursor and lock read from its row."""
@@ -49,14 +54,21 @@ class Storage(Protocol):
         """In one transaction: hide the session's live runs (kept, readable by id), insert
         `runs` as its new live runs, lift its lock and count the rollback as an event."""
 
-    async def create_runs(self, runs: Sequence[Run]) -> None:
-        """Insert new runs (forks), all or nothing; Locked if their session is locked."""
+    async def create_runs(
+        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+    ) -> None:
+        """Insert new runs (forks), all or nothing; Locked if their session is locked.
 
-    async def start_in_session(self, run: Run) -> Run:
-        """Insert a new run at the head of its session, atomically: raise Locked if the
-        session is locked, Conflict if a run of it is in flight (PENDING or RUNNING);
-        otherwise the run follows the session's newest live run (its `previous_run_id`).
-        Returns the run as inserted."""
+        A run is born with its input: its `incoming[run_id]` messages (the last of its
+        `message_count`) are written in the same transaction, exactly as `save` would write
+        them right after the insert (the next places of the session's event log; the run's
+        `revision` bumped, in the row and on the `Run`), so no run is ever without them."""
+
+    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+        """Insert a new run at the head of its session with its `incoming` messages (as
+        `create_runs`), atomically: raise Locked if the session is locked, Conflict if a
+        run of it is in flight (PENDING or RUNNING); otherwise the run follows the
+        session's newest live run (its `previous_run_id`). Returns the run as inserted."""
 
     async def get_run(self, run_id: str) -> Run | None: ...
 

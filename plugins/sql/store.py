@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -154,7 +154,10 @@ class SqlStorage:
     # -- sessions ------------------------------------------------------------------
 
     async def create_sessions(
-        self, sessions_: Sequence[Session], runs_: Sequence[Run] = ()
+        self,
+        sessions_: Sequence[Session],
+        runs_: Sequence[Run] = (),
+        incoming: Mapping[str, Sequence[Message]] = {},
     ) -> None:
         async with self._write() as conn:
             try:
@@ -163,7 +166,7 @@ class SqlStorage:
                 taken = ", ".join(s.session_id for s in sessions_)
                 raise Conflict(f"session {taken} already exists") from None
             if runs_:
-                await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
+                await self._insert_runs(conn, runs_, incoming)
 
     async def get_session(self, session_id: str) -> Session | None:
         found = await self._sessions("WHERE session_id = :id", {"id": session_id})
@@ -293,13 +296,15 @@ class SqlStorage:
 
     # -- runs ------------------------------------------------------------------------
 
-    async def create_runs(self, runs_: Sequence[Run]) -> None:
+    async def create_runs(
+        self, runs_: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+    ) -> None:
         async with self._write() as conn:
             for session_id in {r.session_id for r in runs_}:
                 await self._lock_session(conn, session_id, refuse_locked=True)
-            await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
+            await self._insert_runs(conn, runs_, incoming)
 
-    async def start_in_session(self, run: Run) -> Run:
+    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
         async with self._write() as conn:
             await self._lock_session(conn, run.session_id, refuse_locked=True)
             await self._refuse_in_flight(conn, run.session_id)
@@ -310,8 +315,21 @@ class SqlStorage:
                 .limit(1)
             )
             run = msgspec.structs.replace(run, previous_run_id=newest)
-            await conn.execute(insert(runs), [self._run_row(run)])
+            await self._insert_runs(conn, [run], {run.run_id: incoming})
         return run
+
+    async def _insert_runs(
+        self,
+        conn: AsyncConnection,
+        runs_: Sequence[Run],
+        incoming: Mapping[str, Sequence[Message]],
+    ) -> None:
+        """Insert runs; a run's incoming messages are then saved in the same transaction,
+        exactly as `save` writes a boundary."""
+        await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
+        for run in runs_:
+            if messages_ := incoming.get(run.run_id):
+                await self._save(conn, run, messages_, None)
 
     async def get_run(self, run_id: str) -> Run | None:
         found = await self._runs("WHERE run_id = :id", {"id": run_id})
@@ -325,6 +343,19 @@ class SqlStorage:
     async def save(
         self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
     ) -> None:
+        # on PostgreSQL a boundary is one statement: atomic without a transaction of its own
+        connection = self._write() if self.is_sqlite else self._autocommit.connect()
+        async with connection as conn:
+            await self._save(conn, run, messages_, checkpoint)
+
+    async def _save(
+        self,
+        conn: AsyncConnection,
+        run: Run,
+        messages_: Sequence[Message],
+        checkpoint: Checkpoint | None,
+    ) -> None:
+        """`save` on a connection: in its own transaction, or in a caller's."""
         first = run.message_count - len(messages_)
         state = self._count(_encode(_RunState(**{f: getattr(run, f) for f in _STATE_FIELDS})))
         rows = [(first + i, m.role, self._count(_encode(m))) for i, m in enumerate(messages_)]
@@ -332,7 +363,7 @@ class SqlStorage:
         if checkpoint is not None:
             mark = (checkpoint.message_index, self._count(_encode(checkpoint)))
         write = self._save_sqlite if self.is_sqlite else self._save_postgresql
-        cancel_requested = await write(run, state, rows, mark)
+        cancel_requested = await write(conn, run, state, rows, mark)
         if cancel_requested is None:
             raise Conflict(f"run {run.run_id} was changed by another writer")
         run.revision += 1
@@ -340,63 +371,64 @@ class SqlStorage:
 
     async def _save_sqlite(
         self,
+        conn: AsyncConnection,
         run: Run,
         state: bytes,
         rows: Sequence[tuple[int, str, bytes]],
         mark: tuple[int, bytes] | None,
     ) -> bool | None:
-        async with self._write() as conn:
-            cancel_requested = await conn.scalar(
-                update(runs)
-                .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
-                .values(
-                    status=run.status.value,
-                    revision=run.revision + 1,
-                    state=state,
-                    lease_owner=run.lease_owner,
-                    lease_expires_at=run.lease_expires_at,
-                    recoveries=run.recoveries,
-                )
-                .returning(runs.c.cancel_requested)
+        cancel_requested = await conn.scalar(
+            update(runs)
+            .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
+            .values(
+                status=run.status.value,
+                revision=run.revision + 1,
+                state=state,
+                lease_owner=run.lease_owner,
+                lease_expires_at=run.lease_expires_at,
+                recoveries=run.recoveries,
             )
-            if cancel_requested is None:
-                return None
-            # see _SAVE_POSTGRESQL: a place in the session's log per message, then the boundary
-            cursor = await conn.scalar(
-                update(sessions)
-                .where(sessions.c.session_id == run.session_id)
-                .values(event_seq=sessions.c.event_seq + len(rows) + 1)
-                .returning(sessions.c.event_seq)
+            .returning(runs.c.cancel_requested)
+        )
+        if cancel_requested is None:
+            return None
+        # see _SAVE_POSTGRESQL: a place in the session's log per message, then the boundary
+        cursor = await conn.scalar(
+            update(sessions)
+            .where(sessions.c.session_id == run.session_id)
+            .values(event_seq=sessions.c.event_seq + len(rows) + 1)
+            .returning(sessions.c.event_seq)
+        )
+        first = cursor - len(rows)
+        if rows:
+            await conn.execute(
+                insert(messages),
+                [
+                    {
+                        "run_id": run.run_id,
+                        "idx": i,
+                        "role": r,
+                        "data": d,
+                        "event_seq": first + n,
+                    }
+                    for n, (i, r, d) in enumerate(rows)
+                ],
             )
-            first = cursor - len(rows)
-            if rows:
-                await conn.execute(
-                    insert(messages),
-                    [
-                        {
-                            "run_id": run.run_id,
-                            "idx": i,
-                            "role": r,
-                            "data": d,
-                            "event_seq": first + n,
-                        }
-                        for n, (i, r, d) in enumerate(rows)
-                    ],
+        if mark is not None:
+            upsert = sqlite.insert(checkpoints).values(
+                run_id=run.run_id, message_index=mark[0], data=mark[1], event_seq=cursor
+            )
+            await conn.execute(
+                upsert.on_conflict_do_update(
+                    index_elements=["run_id", "message_index"],
+                    set_={"data": upsert.excluded.data, "event_seq": upsert.excluded.event_seq},
                 )
-            if mark is not None:
-                upsert = sqlite.insert(checkpoints).values(
-                    run_id=run.run_id, message_index=mark[0], data=mark[1], event_seq=cursor
-                )
-                await conn.execute(
-                    upsert.on_conflict_do_update(
-                        index_elements=["run_id", "message_index"],
-                        set_={"data": upsert.excluded.data, "event_seq": upsert.excluded.event_seq},
-                    )
-                )
+            )
         return bool(cancel_requested)
 
     async def _save_postgresql(
         self,
+        conn: AsyncConnection,
         run: Run,
         state: bytes,
         rows: Sequence[tuple[int, str, bytes]],
@@ -419,10 +451,9 @@ class SqlStorage:
             len(rows) + 1,
             run.session_id,
         )
-        async with self._autocommit.connect() as conn:
-            saved = await conn.exec_driver_sql(_SAVE_POSTGRESQL, params)
-            cancel_requested: bool | None = saved.scalar()
-            return cancel_requested
+        saved = await conn.exec_driver_sql(_SAVE_POSTGRESQL, params)
+        cancel_requested: bool | None = saved.scalar()
+        return cancel_requested
 
     # -- transcripts -----------------------------------------------------------------
 

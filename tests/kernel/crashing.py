@@ -1,8 +1,10 @@
 """A run that dies: `python -m tests.kernel.crashing DB COUNTER [WHERE]` starts a run that
 counts its tool calls in COUNTER and freezes, for the parent to kill it:
 - `after-checkpoint` (the default): right after its second checkpoint is committed;
-- `mid-call`: inside its third tool call, after the call's effect (the count) happened.
-It prints `RUN_ID INDEX` for each checkpoint, and `RUN_ID mid-call` when it froze there."""
+- `mid-call`: inside its third tool call, after the call's effect (the count) happened;
+- `born`: as its first step starts, right after the run was inserted.
+It prints `RUN_ID INDEX` for each checkpoint, and `RUN_ID mid-call` or `RUN_ID born` when
+it froze there."""
 
 from __future__ import annotations
 
@@ -40,6 +42,9 @@ class Freeze:
     @hookimpl
     def runpoint_run_started(self, run: Run) -> None:
         os.environ["RUN_ID"] = run.run_id
+        if FREEZE == "born":
+            print(f"{run.run_id} born", flush=True)
+            time.sleep(600)
 
     @hookimpl
     def runpoint_checkpoint_written(self, run: Run, checkpoint: Checkpoint) -> None:
@@ -57,7 +62,7 @@ async def kill(database: str, counter: Path, where: str = "after-checkpoint") ->
         cwd=Path(__file__).parents[2],
     )
     assert child.stdout is not None
-    frozen = "5" if where == "after-checkpoint" else "mid-call"
+    frozen = "5" if where == "after-checkpoint" else where
     async with asyncio.timeout(60):
         while (line := (await child.stdout.readline()).decode().split())[1] != frozen:
             pass

@@ -90,15 +90,29 @@ async def test_run_hooks_are_called_in_order(database: str) -> None:
 
     agent = Agent(id="a", model="scripted:demo", tools=[get_population])
     async with Runpoint([agent], database=database, host=PluginHost([Watcher()])) as rp:
-        await (await rp.create_run("a", "Paris")).result()
-    assert calls == [
+        run = await (await rp.create_run("a", "Paris")).result()
+        first = list(calls)
+        calls.clear()
+        await (await rp.continue_run(run.run_id, input="Tokyo")).result()  # a new run, at 4
+    assert first == [
         "started",
-        "message 0",
+        "message 0",  # the input, written with the run
         "message 1",
         "message 2",
         "batch of 1",
         "checkpoint",
         "message 3",
+        "checkpoint",
+        "finished",
+    ]
+    assert calls == [
+        "started",
+        "message 4",
+        "message 5",
+        "message 6",
+        "batch of 1",
+        "checkpoint",
+        "message 7",
         "checkpoint",
         "finished",
     ]

@@ -12,12 +12,13 @@ from pathlib import Path
 import pytest
 
 from runpoint import hookimpl
+from runpoint.agent import Agent
 from runpoint.host import PluginHost
 from runpoint.runqueue import QueuedRun, RunQueueFactory
 from runpoint.services import Runpoint
 from runpoint.types import Run, RunStatus
 from tests import postgres
-from tests.kernel.queue_worker import agents
+from tests.kernel.queue_worker import agents, locate
 from tests.kernel.test_recovery import until
 
 ON_POSTGRES = pytest.mark.parametrize("database", ["postgresql"], indirect=True)
@@ -57,6 +58,7 @@ class Twice:
     def __init__(self) -> None:
         self.jobs: list[QueuedRun] = []
         self.started: list[str] = []
+        self.appended: list[int] = []
 
     @hookimpl
     def runpoint_run_queues(self) -> Mapping[str, RunQueueFactory]:
@@ -65,6 +67,10 @@ class Twice:
     @hookimpl
     def runpoint_run_started(self, run: Run) -> None:
         self.started.append(run.run_id)
+
+    @hookimpl
+    def runpoint_message_appended(self, index: int) -> None:
+        self.appended.append(index)
 
     async def open(
         self, agent_ids: Collection[str], execute: Callable[[QueuedRun], Awaitable[None]]
@@ -94,6 +100,30 @@ async def test_a_queued_run_is_accepted_durably_and_executed_once(database: str)
         run = await handle.result()
     assert run.status is RunStatus.COMPLETED and run.recoveries == 0
     assert queue.started == [run.run_id]  # two deliveries, one execution
+    assert queue.appended == list(range(run.message_count))  # each message told once
+
+
+async def test_a_run_resumed_in_the_background_is_claimed_with_its_new_input(
+    database: str,
+) -> None:
+    queue = Twice()
+    short = Agent(id="short", model="scripted:demo", tools=[locate], max_turns=1)
+    async with Runpoint([short], database=database, host=PluginHost([queue])) as rp:
+        failed = await (await rp.create_run("short", "Paris")).result()
+        assert failed.status is RunStatus.ERROR  # out of turns after its tool batch
+        handle = await rp.continue_run(failed.run_id, input="Thanks", background=True)
+        claimed = await rp.get_run(failed.run_id)
+        # one write took the run back and added its input, before any process executes it
+        assert (claimed.run.status, claimed.run.error) == (RunStatus.PENDING, None)
+        assert [m.content for m in claimed.messages[3:]] == ["Thanks"]
+        await queue.deliver()
+        run = await handle.result()
+    assert (run.run_id, run.status, run.content) == (
+        failed.run_id,
+        RunStatus.COMPLETED,
+        "You said: Thanks",
+    )
+    assert queue.appended == list(range(run.message_count))  # each message told once
 
 
 async def test_a_queued_fork_runs_on_the_model_it_was_switched_to(database: str) -> None:

@@ -36,6 +36,20 @@ async def test_another_process_resumes_a_run_whose_process_died(
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # none twice
 
 
+async def test_a_run_whose_process_died_as_it_was_born_resumes_with_its_input(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = tmp_path / "calls.txt"
+    monkeypatch.setenv("COUNTER", str(counter))
+    run_id = await crashing.kill(database, counter, "born")  # before it wrote anything itself
+    async with Runpoint([crashing.agent], database=database, lease_seconds=0.5) as rp:
+        run = await until(rp, run_id, RunStatus.COMPLETED)
+        [question, *_] = (await rp.get_run(run_id)).messages
+    assert run.recoveries == 1
+    assert (question.role, question.content) == ("user", crashing.QUESTION)
+    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]
+
+
 async def test_a_run_that_keeps_dying_ends_in_error(
     database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
