@@ -96,7 +96,11 @@ class RunTask:
         """This run's transcript so far, and the transcripts of the runs it follows in
         its session (oldest first, each cut where it was whole)."""
         run = self.run
-        self.transcript = await self.storage.read_messages(run.segments, run.message_count)
+        written = run.message_count - len(self.incoming)  # the incoming are in hand already
+        self.transcript = [
+            *await self.storage.read_messages(run.segments, written),
+            *self.incoming,
+        ]
         previous, depth = run.previous_run_id, self.agent.history_runs
         while previous is not None and (depth is None or depth > 0):
             earlier = await self.storage.get_run(previous)

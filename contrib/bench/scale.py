@@ -96,12 +96,13 @@ async def worker(
                 await (await rp.create_run("bench", QUESTION)).result()
                 run_seconds += time.perf_counter() - start
 
-        start, cpu = time.perf_counter(), time.process_time()
+        started_at, cpu = time.time(), time.process_time()
         await asyncio.gather(*(one() for _ in range(runs)))
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+        ended_at, cpu = time.time(), time.process_time() - cpu
     return {
         "runs": runs,
-        "elapsed": elapsed,
+        "started_at": started_at,  # wall clock: comparable between the workers
+        "ended_at": ended_at,
         "cpu_seconds": cpu,
         "db_seconds": storage.seconds,
         "run_seconds": run_seconds,
@@ -135,8 +136,9 @@ async def checkpoint_writes(database: str, count: int = 300) -> list[float]:
 def phase(
     database: str, processes: int, runs: int, concurrency: int
 ) -> tuple[list[dict[str, Any]], float, float]:
-    """The workers' results, the seconds from their common start to the last one's end,
-    and the CPU seconds PostgreSQL spent meanwhile."""
+    """The workers' results, the seconds from the first one's start to the last one's end
+    (of their runs: not counting start-up and shut-down), and the CPU seconds PostgreSQL
+    spent from their start to their exit."""
     postmaster = asyncio.run(postmaster_pid(database))
     command = [sys.executable, __file__, "--worker", database, str(runs), str(concurrency)]
     started = [
@@ -145,9 +147,13 @@ def phase(
     ]
     for process in started:
         assert process.stdout is not None and process.stdout.readline() == "ready\n"
-    before, start = postgres_cpu(postmaster), time.perf_counter()
-    results = [json.loads(process.communicate("go\n")[0]) for process in started]
-    wall = time.perf_counter() - start
+    before = postgres_cpu(postmaster)
+    for process in started:  # all of them, before waiting for any
+        assert process.stdin is not None
+        process.stdin.write("go\n")
+        process.stdin.flush()
+    results = [json.loads(process.communicate()[0]) for process in started]
+    wall = max(r["ended_at"] for r in results) - min(r["started_at"] for r in results)
     time.sleep(0.2)  # the workers' backends have exited: their time is the postmaster's
     return results, wall, postgres_cpu(postmaster) - before
 
