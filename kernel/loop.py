@@ -44,7 +44,7 @@ class RunTask:
     hook: pluggy.HookRelay
     run: Run
     emit: Callable[[RunEvent], None]
-    incoming: Sequence[Message] = ()  # the new input that starts it, durable at the end
+    incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
     transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
     unsaved: list[Message] = field(default_factory=list)
