@@ -66,6 +66,8 @@ def test_the_console_asks_for_a_token_and_shows_that_teams_sessions(console: Con
     kept = {"session": '{"runpoint.token":"alpha-key"}', "local": "{}", "cookies": ""}
     assert stored(page) == kept
     console.screenshot("signed-in")
+    console.open(f"#/sessions/{beta}")  # another team's: as if it did not exist
+    expect(page.locator("#session-body [role=alert]")).to_contain_text("Unknown session")
 
     # the streamed continue goes with the token too
     page.get_by_role("link", name=alpha).click()
