@@ -12,16 +12,19 @@ from .conftest import Console
 from .test_console import MESSAGE, opened_run
 
 
-def create_run(base_url: str) -> tuple[str, str]:
-    """A finished demo run made through the API, as (session_id, run_id)."""
+def create_run(base_url: str, headers: dict[str, str] | None = None) -> tuple[str, str]:
+    """A finished demo run made through the API (with `headers`), as (session_id, run_id)."""
     body = {"message": MESSAGE, "stream": False}
-    run = httpx.post(f"{base_url}/agents/travel-agent/runs", json=body).json()
+    run = httpx.post(f"{base_url}/agents/travel-agent/runs", json=body, headers=headers).json()
     return run["session_id"], run["run_id"]
 
 
 def test_an_empty_console_says_what_to_do(console: Console) -> None:
     console.open()
     expect(console.page.locator("#sessions")).to_contain_text("No sessions yet")
+    # an open server asks for no credentials
+    expect(console.page.locator("#sign-in")).to_be_hidden()
+    expect(console.page.get_by_role("button", name="Sign out")).to_be_hidden()
     expect(console.page.locator("#session-body")).to_contain_text("Pick a session, or start a run")
     console.screenshot("empty")
 

@@ -104,6 +104,16 @@ async def test_health_the_document_and_the_console_need_no_credentials(keyed: Cl
         assert (await keyed.get(path)).status_code == 200, path
 
 
+async def test_the_consoles_files_are_public_and_open_nothing_else(keyed: Client) -> None:
+    """/ui needs no credentials (a browser attaches no bearer token to a page load), so it
+    must serve the console's files and nothing else: no API route, no file beside them."""
+    api = ["/ui/sessions", "/ui/%2e%2e/sessions", "/ui/..%2fsessions"]
+    beside = ["/ui/%2e%2e/__init__.py", "/ui/%2e%2e%2f%2e%2e/auth.py"]  # both exist
+    for path in api + beside:
+        assert (await keyed.get(path)).status_code == 404, path
+    assert (await keyed.post("/ui/", data={"message": "Paris"})).status_code == 405
+
+
 async def test_a_read_only_key_reads_and_cannot_write(keyed: Client) -> None:
     status, run = await whoami(keyed, bearer("alpha-key"))
     assert status == 200

@@ -1,6 +1,8 @@
 // The public HTTP API of runpoint (openapi/openapi.yaml), and nothing else: the same routes
 // any client uses. Every failure is an ApiError carrying the server's {detail, error_code}.
 
+import { signIn, token } from "./credentials.js";
+
 export class ApiError extends Error {
   constructor(status, detail, code, requestId) {
     super(detail);
@@ -16,29 +18,39 @@ export const FINAL_EVENTS = new Set(["RunCompleted", "RunPaused", "RunCancelled"
 const path = (strings, ...values) =>
   strings.reduce((out, s, i) => out + s + (i < values.length ? encodeURIComponent(values[i]) : ""), "");
 
+// Sends the tab's token, if any. A 401 asks for a token (again) and sends the call once more
+// with it: the server refuses before it does anything, so nothing happens twice.
 async function send(url, init = {}) {
-  let response;
-  try {
-    response = await fetch(url, init);
-  } catch (error) {
-    throw new ApiError(0, "The server cannot be reached.", "NETWORK_ERROR", null);
-  }
-  if (!response.ok) {
-    const requestId = response.headers.get("x-request-id");
-    let body = {};
+  for (;;) {
+    const sent = token();
+    const headers = sent ? { ...init.headers, Authorization: `Bearer ${sent}` } : init.headers;
+    let response;
     try {
-      body = await response.json();
-    } catch {
-      // not the API's error shape: keep the status line
+      response = await fetch(url, { ...init, headers });
+    } catch (error) {
+      throw new ApiError(0, "The server cannot be reached.", "NETWORK_ERROR", null);
     }
-    throw new ApiError(
-      response.status,
-      body.detail || `${response.status} ${response.statusText}`,
-      body.error_code || "HTTP_ERROR",
-      requestId,
-    );
+    if (response.ok) return response;
+    const error = await errorOf(response);
+    if (response.status !== 401) throw error;
+    // a call sent before a sign-in that answered meanwhile is sent again with the new token
+    if (token() === sent) await signIn(sent ? error.message : null);
   }
-  return response;
+}
+
+async function errorOf(response) {
+  let body = {};
+  try {
+    body = await response.json();
+  } catch {
+    // not the API's error shape: keep the status line
+  }
+  return new ApiError(
+    response.status,
+    body.detail || `${response.status} ${response.statusText}`,
+    body.error_code || "HTTP_ERROR",
+    response.headers.get("x-request-id"),
+  );
 }
 
 async function json(url, init) {

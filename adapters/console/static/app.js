@@ -2,6 +2,7 @@
 // Every datum comes from the public HTTP API (api.js).
 
 import { api, ApiError, FINAL_EVENTS } from "./api.js";
+import { setUpSignOut } from "./credentials.js";
 import { empty, errorBox, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
 import { checkpointLabel, LiveRun, timelineStrip, transcript } from "./transcript.js";
 import { lineageText, renderRunTree, renderSessions, runForest } from "./tree.js";
@@ -492,6 +493,7 @@ function setUpNewRun() {
 // -- start ------------------------------------------------------------------------------
 
 setUpNewRun();
+setUpSignOut();
 $("sessions-refresh").addEventListener("click", loadSessions);
 window.addEventListener("hashchange", () => route());
 await Promise.all([loadAgents(), loadSessions()]);

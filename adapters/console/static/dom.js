@@ -39,6 +39,7 @@ export function empty(text, ...more) {
 
 const TITLES = {
   0: "The server cannot be reached",
+  403: "Not allowed",
   404: "Not found",
   409: "Conflict",
   500: "Server error",
