@@ -160,12 +160,11 @@ class RunTask:
     async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
             self.event("ToolCallStarted", tool=_call_info(call))
-        # Side effects about to run, durably first and in one write: the intent of each call
-        # starting for the first time, and the decisions to run one spent, so a call runs
-        # once per decision (if its process dies in it, it is in doubt: a person decides
-        # again). The other decisions stay until the batch is done: applied again, they run
-        # nothing twice. A lost turn is simply asked again, unless one of its calls may have
-        # acted.
+        # Durably first, in one write: the intent of each side-effecting call starting now,
+        # and the decisions to run one, spent (a call runs once per decision; if its process
+        # dies in it, it is in doubt and a person decides again). Other decisions stay until
+        # the batch is done: applied again, they run nothing twice. A lost turn is simply
+        # asked again, unless one of its calls may have acted.
         starting = [c.id for c in calls if c.id not in records and self.records(c)]
         spent = {c.id for c in calls if self.records(c) and self.decisions.get(c.id) is True}
         if starting or spent:
