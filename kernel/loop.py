@@ -23,12 +23,20 @@ from runpoint.model import Model, ModelRequest, ModelResponse, TextDelta, ToolCa
 from runpoint.policy import Boundary, BoundaryKind, CheckpointPolicy
 from runpoint.recovery import Leases
 from runpoint.storage import Storage
-from runpoint.types import Checkpoint, Message, Run, RunEvent, RunStatus, ToolCall, new_id, now
+from runpoint.types import (
+    Checkpoint,
+    Decision,
+    Message,
+    Run,
+    RunEvent,
+    RunStatus,
+    ToolCall,
+    new_id,
+    now,
+)
 
 REJECTED = "The user rejected this tool call."
 SKIPPED = "A person chose not to run this call again: it may have run before its process died."
-# a person's decision on a paused call: run it (True), do not (False), or its result (str)
-Decision = bool | str
 
 
 @dataclass
@@ -48,7 +56,8 @@ class RunTask:
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
     transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
     unsaved: list[Message] = field(default_factory=list)
-    decisions: Mapping[str, Decision] = field(default_factory=dict)  # by tool_call_id
+    # a person's decisions on the paused batch (by tool_call_id), as written with the run
+    decisions: Mapping[str, Decision] = field(default_factory=dict, init=False)
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     resumed: bool = False
     model_turns: int = 0
@@ -56,6 +65,7 @@ class RunTask:
 
     async def execute(self) -> Run:
         accepted = self.run.status is RunStatus.PENDING
+        self.decisions = dict(self.run.decisions)
         self.run.status = RunStatus.RUNNING
         self.run.error = None
         self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
@@ -150,11 +160,16 @@ class RunTask:
     async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
             self.event("ToolCallStarted", tool=_call_info(call))
-        # side-effecting calls about to run for the first time: their intent, durably first
-        if starting := [c.id for c in calls if c.id not in records and self.records(c)]:
-            # a lost turn is simply asked again, unless one of its calls may have acted
-            await self.save(checkpoint=None)
-            await self.storage.record_tool_calls(self.run.run_id, starting)
+        # Durably first, in one write: the intent of each side-effecting call starting now,
+        # and the decisions to run one, spent (a call runs once per decision; if its process
+        # dies in it, it is in doubt and a person decides again). Other decisions stay until
+        # the batch is done: applied again, they run nothing twice. A lost turn is simply
+        # asked again, unless one of its calls may have acted.
+        starting = [c.id for c in calls if c.id not in records and self.records(c)]
+        spent = {c.id for c in calls if self.records(c) and self.decisions.get(c.id) is True}
+        if starting or spent:
+            self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
+            await self.save(checkpoint=None, intents=starting)
         messages = await asyncio.gather(*(self.outcome(call, records) for call in calls))
         for call, message in zip(calls, messages, strict=True):
             self.append(message)
@@ -164,6 +179,7 @@ class RunTask:
                 | {"result": message.content, "tool_call_error": message.tool_call_error},
             )
         self.run.in_doubt = []
+        self.run.decisions = {}  # applied: cleared with the batch's results
         self.tool_batches += 1
         executions = tx.tool_executions(self.transcript)[-len(calls) :]
         self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
@@ -286,11 +302,11 @@ class RunTask:
             self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
             self.hook.runpoint_checkpoint_written(run=self.run, checkpoint=checkpoint)
 
-    async def save(self, checkpoint: Checkpoint | None) -> None:
+    async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
         self.leases.stamp(self.run)
         self.run.content = tx.final_content(self.transcript[self.run.own_start :])
         self.run.updated_at = now()
-        await self.storage.save(self.run, self.unsaved, checkpoint)
+        await self.storage.save(self.run, self.unsaved, checkpoint, intents=intents)
         self.unsaved = []
 
     def event(self, name: str, /, **data: Any) -> None:

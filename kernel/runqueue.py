@@ -2,8 +2,9 @@
 
 A storage backend shared by several processes may come with a queue (a plugin registers
 it by database URL scheme, like storage). Then a background run is accepted durably (its
-row and its input) and put on the queue; whichever process takes the job claims the run
-by its revision and executes it. Without a queue, a process executes the runs it accepts.
+row, its input, a person's tool decisions) and put on the queue; whichever process takes
+the job claims the run by its revision and executes it. Without a queue, a process
+executes the runs it accepts.
 """
 
 from __future__ import annotations
@@ -15,12 +16,11 @@ import msgspec
 
 
 class QueuedRun(msgspec.Struct, frozen=True):
-    """A job: execute this PENDING run. `decisions` are a person's decisions on its paused
-    tool calls (by tool_call_id: run it, do not, or the result it had)."""
+    """A job: execute this PENDING run. All it needs (its input, a person's tool
+    decisions) was written with the run, for whoever executes it."""
 
     run_id: str
     agent_id: str
-    decisions: dict[str, bool | str] = {}
 
 
 class RunQueue(Protocol):

@@ -25,7 +25,7 @@ from runpoint.errors import (
     NotFound,
 )
 from runpoint.host import PluginHost
-from runpoint.loop import Decision, RunTask, announce
+from runpoint.loop import RunTask, announce
 from runpoint.model import Model
 from runpoint.recovery import Leases
 from runpoint.runqueue import QueuedRun
@@ -33,6 +33,7 @@ from runpoint.session_checkpoints import SessionCheckpoints, fork_runs, forked_s
 from runpoint.storage import Storage
 from runpoint.types import (
     Checkpoint,
+    Decision,
     Message,
     Run,
     RunEvent,
@@ -587,16 +588,17 @@ class Runpoint:
             run.model = model
         if self.leases.is_held_elsewhere(run):
             raise Conflict(f"run {run.run_id} is executing in another process")
-        # Claim the run, with its new input: a concurrent continue of it (here or in
-        # another process) read the same revision, and its claim now fails with Conflict.
+        # Claim the run, with its new input or the person's decisions (added to those of
+        # an earlier continue the batch still waits on): whoever executes it reads them
+        # from the run. A concurrent continue of it (here or in another process) read the
+        # same revision, and its claim now fails with Conflict.
         run.status = RunStatus.PENDING if background else RunStatus.RUNNING
         run.error = None
         run.message_count += len(new)
+        run.decisions = {**run.decisions, **decisions}
         self._lease(run, background, stream)
         await self.storage.save(run, new, None)
-        return await self._begin(
-            agent, run, new, stream, background, decisions=decisions, resumed=True, model=model
-        )
+        return await self._begin(agent, run, new, stream, background, resumed=True, model=model)
 
     async def _start(
         self,
@@ -605,7 +607,6 @@ class Runpoint:
         new_messages: Sequence[Message],
         stream: bool,
         *,
-        decisions: Mapping[str, Decision] | None = None,
         resumed: bool = False,
         model: str | None = None,
     ) -> RunHandle:
@@ -626,7 +627,6 @@ class Runpoint:
             run=run,
             emit=emit,
             incoming=new_messages,
-            decisions=decisions or {},
             resumed=resumed or run.forked_from_run_id is not None,
         )
         self._active[run.run_id] = task
@@ -664,26 +664,21 @@ class Runpoint:
         stream: bool,
         background: bool,
         *,
-        decisions: Mapping[str, Decision] | None = None,
         resumed: bool = False,
         model: str | None = None,
     ) -> RunHandle:
         """Execute an accepted run here, or hand it to the run queue."""
         if self._queued(background, stream):
-            return await self._enqueue(run, incoming, decisions or {})
-        return await self._start(
-            agent, run, incoming, stream, decisions=decisions, resumed=resumed, model=model
-        )
+            return await self._enqueue(run, incoming)
+        return await self._start(agent, run, incoming, stream, resumed=resumed, model=model)
 
-    async def _enqueue(
-        self, run: Run, incoming: Sequence[Message], decisions: Mapping[str, Decision]
-    ) -> RunHandle:
-        """Put an accepted PENDING run on the queue. Its input was written with it, so
-        whoever takes it (the job's process, or the lease watch if no process claims it
-        in time) needs nothing but the run; tool decisions travel with the job."""
+    async def _enqueue(self, run: Run, incoming: Sequence[Message]) -> RunHandle:
+        """Put an accepted PENDING run on the queue. Its input and tool decisions were
+        written with it, so whoever takes it (the job's process, or the lease watch if no
+        process claims it in time) needs nothing but the run."""
         assert self.queue is not None
         announce(self.host.hook, run, incoming)
-        await self.queue.put(QueuedRun(run.run_id, run.agent_id, dict(decisions)))
+        await self.queue.put(QueuedRun(run.run_id, run.agent_id))
         return self._follow(run)
 
     async def _take(self, job: QueuedRun) -> None:
@@ -699,9 +694,7 @@ class Runpoint:
         except Conflict:
             return  # cancelled or claimed meanwhile
         agent = self.agent(run.agent_id)
-        handle = await self._start(
-            agent, run, [], False, decisions=job.decisions, model=_switched_model(agent, run)
-        )
+        handle = await self._start(agent, run, [], False, model=_switched_model(agent, run))
         await handle.result()
 
     async def _once(

@@ -76,22 +76,25 @@ class Storage(Protocol):
         """The live (not rolled back) runs of a session, oldest first."""
 
     async def save(
-        self, run: Run, messages: Sequence[Message], checkpoint: Checkpoint | None
+        self,
+        run: Run,
+        messages: Sequence[Message],
+        checkpoint: Checkpoint | None,
+        *,
+        intents: Sequence[str] = (),
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
         `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
-        (an "end" replaces a checkpoint the run wrote at the same index). The messages take
-        the next places of the session's event log, then the boundary takes one.
+        (an "end" replaces a checkpoint the run wrote at the same index), and record that
+        the side-effecting calls `intents` (tool_call_ids) are about to run. The messages
+        take the next places of the session's event log, then the boundary takes one.
 
         One writer per run: this raises Conflict if the run was written since it was read
         (its `revision` moved on), and bumps `run.revision` when it succeeds. It writes the
         run's lease and recoveries, and reads back `cancel_requested`."""
 
-    async def record_tool_calls(self, run_id: str, tool_call_ids: Sequence[str]) -> None:
-        """Record, durably, that these side-effecting calls are about to run."""
-
     async def record_tool_result(self, run_id: str, result: Message) -> None:
-        """Record, durably, how a recorded call ended (its tool message)."""
+        """Record, durably, how a call recorded by `save` ended (its tool message)."""
 
     async def tool_records(
         self, run_id: str, tool_call_ids: Sequence[str]

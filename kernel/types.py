@@ -12,6 +12,8 @@ import msgspec
 from runpoint.tenancy import DEFAULT_TEAM
 
 Role = Literal["system", "user", "assistant", "tool"]
+# a person's decision on a paused tool call: run it (True), do not (False), or its result (str)
+Decision = bool | str
 
 
 def new_id() -> str:
@@ -121,6 +123,9 @@ class Run(msgspec.Struct, omit_defaults=True):
     usage: Usage = msgspec.field(default_factory=Usage)
     # tool calls the run is paused on because they may or may not have run
     in_doubt: list[str] = []
+    # a person's decisions on its paused tool calls, by tool_call_id, written with the
+    # continue that sent them and kept until the batch is done (see runpoint.loop)
+    decisions: dict[str, Decision] = {}
     # rolled back: kept and readable, but no longer part of its session's live history
     hidden: bool = False
     # the storage's count of writes to this run, for one writer at a time

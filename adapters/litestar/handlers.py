@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 from litestar import Response
 
-from runpoint.loop import Decision
 from runpoint.services import RunHandle, Runpoint
+from runpoint.types import Decision
 
 from . import session_wire, sse, wire
 from .errors import HttpError

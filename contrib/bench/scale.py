@@ -57,9 +57,16 @@ class TimedStorage(SqlStorage):
         self.seconds = 0.0
         self.checkpoint_writes: list[float] = []
 
-    async def save(self, run: Run, messages: Sequence[Message], cp: Checkpoint | None) -> None:
+    async def save(
+        self,
+        run: Run,
+        messages: Sequence[Message],
+        cp: Checkpoint | None,
+        *,
+        intents: Sequence[str] = (),
+    ) -> None:
         start = time.perf_counter()
-        await super().save(run, messages, cp)
+        await super().save(run, messages, cp, intents=intents)
         took = time.perf_counter() - start
         self.seconds += took
         if cp is not None:

@@ -29,6 +29,7 @@ from runpoint.plugins.sql.schema import (
 )
 from runpoint.types import (
     Checkpoint,
+    Decision,
     Message,
     Role,
     Run,
@@ -52,9 +53,10 @@ _SQLITE_PRAGMAS = (
 IN_FLIGHT = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 # A boundary takes the next places of its session's event log: one per message, then one
 # for itself (its status change, and its checkpoint if any). The log's cursor is taken first
-# (the session's row, then the run's: the lock order of every session writer); messages and
-# the checkpoint are written only if the run's row was (its revision matched), and no row
-# back means it was not (the cursor then skips a few places: it only has to grow).
+# (the session's row, then the run's: the lock order of every session writer); messages, the
+# checkpoint and the intents of tool calls are written only if the run's row was (its
+# revision matched), and no row back means it was not (the cursor then skips a few places:
+# it only has to grow).
 _SAVE_POSTGRESQL = """
 WITH log AS (
     UPDATE sessions SET event_seq = event_seq + $13
@@ -77,6 +79,9 @@ WITH log AS (
     FROM run, log, unnest($8::int[], $9::text[]) AS c(idx, data)
     ON CONFLICT (run_id, message_index) DO UPDATE
     SET data = excluded.data, event_seq = excluded.event_seq
+), intents AS (
+    INSERT INTO tool_calls (run_id, tool_call_id, started_at)
+    SELECT run.run_id, t.id, $16::float8 FROM run, unnest($15::text[]) AS t(id)
 )
 SELECT cancel_requested FROM run
 """
@@ -95,6 +100,7 @@ class _RunState(msgspec.Struct, omit_defaults=True):
     model: str | None = None
     last_checkpoint_at_message_index: int | None = None
     in_doubt: list[str] = []
+    decisions: dict[str, Decision] = {}
 
 
 _STATE_FIELDS = _RunState.__struct_fields__
@@ -341,12 +347,17 @@ class SqlStorage:
         )
 
     async def save(
-        self, run: Run, messages_: Sequence[Message], checkpoint: Checkpoint | None
+        self,
+        run: Run,
+        messages_: Sequence[Message],
+        checkpoint: Checkpoint | None,
+        *,
+        intents: Sequence[str] = (),
     ) -> None:
         # on PostgreSQL a boundary is one statement: atomic without a transaction of its own
         connection = self._write() if self.is_sqlite else self._autocommit.connect()
         async with connection as conn:
-            await self._save(conn, run, messages_, checkpoint)
+            await self._save(conn, run, messages_, checkpoint, intents)
 
     async def _save(
         self,
@@ -354,6 +365,7 @@ class SqlStorage:
         run: Run,
         messages_: Sequence[Message],
         checkpoint: Checkpoint | None,
+        intents: Sequence[str] = (),
     ) -> None:
         """`save` on a connection: in its own transaction, or in a caller's."""
         first = run.message_count - len(messages_)
@@ -363,7 +375,7 @@ class SqlStorage:
         if checkpoint is not None:
             mark = (checkpoint.message_index, self._count(_encode(checkpoint)))
         write = self._save_sqlite if self.is_sqlite else self._save_postgresql
-        cancel_requested = await write(conn, run, state, rows, mark)
+        cancel_requested = await write(conn, run, state, rows, mark, intents)
         if cancel_requested is None:
             raise Conflict(f"run {run.run_id} was changed by another writer")
         run.revision += 1
@@ -376,6 +388,7 @@ class SqlStorage:
         state: bytes,
         rows: Sequence[tuple[int, str, bytes]],
         mark: tuple[int, bytes] | None,
+        intents: Sequence[str],
     ) -> bool | None:
         cancel_requested = await conn.scalar(
             update(runs)
@@ -424,6 +437,12 @@ class SqlStorage:
                     set_={"data": upsert.excluded.data, "event_seq": upsert.excluded.event_seq},
                 )
             )
+        if intents:
+            started = now()
+            await conn.execute(
+                insert(tool_calls),
+                [{"run_id": run.run_id, "tool_call_id": i, "started_at": started} for i in intents],
+            )
         return bool(cancel_requested)
 
     async def _save_postgresql(
@@ -433,6 +452,7 @@ class SqlStorage:
         state: bytes,
         rows: Sequence[tuple[int, str, bytes]],
         mark: tuple[int, bytes] | None,
+        intents: Sequence[str],
     ) -> bool | None:
         """The whole boundary in one statement: one round trip, atomic without BEGIN."""
         params = (
@@ -450,6 +470,8 @@ class SqlStorage:
             run.recoveries,
             len(rows) + 1,
             run.session_id,
+            list(intents),
+            now(),
         )
         saved = await conn.exec_driver_sql(_SAVE_POSTGRESQL, params)
         cancel_requested: bool | None = saved.scalar()
@@ -588,13 +610,6 @@ class SqlStorage:
             )
             for data, state, revision, owner, expires, recoveries, cancel, hidden in rows
         ]
-
-    async def record_tool_calls(self, run_id: str, tool_call_ids: Sequence[str]) -> None:
-        async with self._write() as conn:
-            await conn.execute(
-                insert(tool_calls),
-                [{"run_id": run_id, "tool_call_id": i, "started_at": now()} for i in tool_call_ids],
-            )
 
     async def record_tool_result(self, run_id: str, result: Message) -> None:
         async with self._write() as conn:

@@ -131,4 +131,6 @@ async def test_a_stale_writer_cannot_write(servers: Open) -> None:
     assert first is not None and second is not None
     await a.storage.save(first, [], None)
     with pytest.raises(Conflict, match="changed by another writer"):
-        await a.storage.save(second, [], None)
+        await a.storage.save(second, [], None, intents=["call_stale"])
+    # nothing of its boundary was written: not the calls it was about to start either
+    assert await a.storage.tool_records(run.run_id, ["call_stale"]) == {}

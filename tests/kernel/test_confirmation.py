@@ -37,7 +37,7 @@ async def test_confirmed_tool_runs_in_the_same_run(rp: Runpoint) -> None:
 
 async def test_decisions_sent_with_a_background_continue_reach_the_run(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
-    # on PostgreSQL the decision travels with the run's job through the run queue
+    # written with the run; on PostgreSQL the run queue's job finds it there
     handle = await rp.continue_run(run_id, tools={call_id: True}, background=True)
     assert handle.run.status is RunStatus.PENDING
     run = await handle.result()
