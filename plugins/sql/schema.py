@@ -2,10 +2,10 @@
 that are queried; messages and checkpoints are only ever inserted.
 
 A string that comes from outside (a session id a client chose, an agent id, a team, a
-model provider's tool call id, an idempotency key) is `Text`: the contract and the
-authentication bound it, with a 4xx, and the database never refuses one (PostgreSQL
-enforces a VARCHAR's length, SQLite does not). `String(N)` holds only what runpoint makes:
-its own ids (uuid4), statuses, roles, lock reasons and hashes."""
+model's tool call id, an idempotency key) is `Text`: the contract, the authentication and
+the run loop bound it (docs/http.md, "Bounds"), and the database never refuses one
+(PostgreSQL enforces a VARCHAR's length, SQLite does not). `String(N)` holds only what
+runpoint makes: its own ids (uuid4), statuses, roles, lock reasons and hashes."""
 
 from typing import Any
 

@@ -16,7 +16,7 @@ from litestar.testing import AsyncTestClient
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import create_app
 from runpoint.agent import Agent, tool
-from runpoint.model import ModelResponse
+from runpoint.model import MAX_TOOL_CALL_ID_LENGTH, ModelRequest, ModelResponse
 from runpoint.plugins.demo import agents
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.types import ToolCall
@@ -27,7 +27,6 @@ Client = AsyncTestClient[Litestar]
 SECRET = "a-shared-secret-of-at-least-32-bytes!"
 RUNS = "/agents/travel-agent/runs"
 SESSION = "s" * 128  # the contract's Id: at most 128 characters
-TOOL_CALL_ID = "call_" + "x" * 995  # a model provider's: no bound but the provider's
 
 
 def team_token(team: str) -> dict[str, str]:
@@ -43,20 +42,20 @@ def book(city: str) -> str:
     return f"Booked {city}."
 
 
-# a model whose tool call id is as long as a provider may make it
-BOOKER = Agent(
-    "booker",
-    ScriptedModel(
-        [ModelResponse(tool_calls=[ToolCall(TOOL_CALL_ID, "book", {"city": "Lima"})]),
-         ModelResponse(content="Booked.")]
-    ),
-    tools=[book],
-)  # fmt: skip
+def booking_turn(request: ModelRequest) -> ModelResponse:
+    """Book, naming the call with an id as long as the user's message says."""
+    if request.messages[-1].role == "tool":
+        return ModelResponse(content="Booked.")
+    length = int(request.messages[-1].content or "")
+    # distinct four-byte characters: the largest index entry an id of this length makes
+    call_id = "".join(chr(0x1F300 + i) for i in range(length))
+    return ModelResponse(tool_calls=[ToolCall(call_id, "book", {"city": "Lima"})])
 
 
 @pytest.fixture
 async def client(database: str) -> AsyncIterator[Client]:
-    app = create_app([*agents, BOOKER], database=database, auth=auth.load(jwt_secret=SECRET))
+    booker = Agent("booker", ScriptedModel(booking_turn), tools=[book])
+    app = create_app([*agents, booker], database=database, auth=auth.load(jwt_secret=SECRET))
     async with AsyncTestClient(app) as client:
         client.headers.update(LONGEST_TEAM)
         yield client
@@ -93,9 +92,24 @@ async def test_the_longest_legal_inputs_are_kept(client: Client) -> None:
     assert fork.status_code == 200, fork.text
     assert fork.json()["sessions"][0]["forked_from_session_id"] == SESSION
 
-    booked = await client.post("/agents/booker/runs", data={"message": "Lima", "stream": "false"})
+
+@pytest.mark.parametrize("length", [MAX_TOOL_CALL_ID_LENGTH, MAX_TOOL_CALL_ID_LENGTH + 1])
+async def test_a_model_may_name_a_tool_call_with_an_id_of_512_characters(
+    client: Client, length: int
+) -> None:
+    booked = await client.post("/agents/booker/runs", data={"message": length, "stream": "false"})
     assert booked.status_code == 200, booked.text
-    assert [t["tool_call_id"] for t in booked.json()["tools"]] == [TOOL_CALL_ID]
+    run = booked.json()
+    if length <= MAX_TOOL_CALL_ID_LENGTH:  # recorded before it ran, then run
+        assert run["status"] == "COMPLETED", run["error"]
+        assert [len(t["tool_call_id"]) for t in run["tools"]] == [length]
+    else:  # as any failure of the model: the run ends ERROR, nothing of the turn kept
+        assert run["status"] == "ERROR"
+        assert run["error"] == (
+            "ValueError: model scripted named a tool call with an id of 513 characters "
+            "(at most 512)"
+        )
+        assert run["tools"] == []
 
 
 async def test_the_longest_ids_that_name_nothing_are_a_404(client: Client) -> None:
