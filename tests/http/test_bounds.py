@@ -91,6 +91,14 @@ async def test_the_longest_legal_inputs_are_kept(client: Client) -> None:
     )
     assert fork.status_code == 200, fork.text
     assert fork.json()["sessions"][0]["forked_from_session_id"] == SESSION
+    # a token is the place to list from: past every checkpoint, they are all before it
+    listed = await client.get(
+        f"/v2/agents/sessions/{SESSION}/checkpoints", params={"page_token": "f" * 64}
+    )
+    assert listed.status_code == 200, listed.text
+    assert [c["checkpoint_id"] for c in listed.json()["checkpoints"]] == [
+        checkpoint["checkpoint_id"]
+    ]
 
 
 @pytest.mark.parametrize("length", [MAX_TOOL_CALL_ID_LENGTH, MAX_TOOL_CALL_ID_LENGTH + 1])
@@ -128,28 +136,30 @@ async def test_the_longest_ids_that_name_nothing_are_a_404(client: Client) -> No
 
 
 OVER = "o" * 129  # one character over an Id
+PARIS = {"message": "Paris"}
 
 
 @pytest.mark.parametrize(
-    ("path", "request_", "status"),
+    ("method", "path", "request_", "status"),
     [
-        (RUNS, {"data": {"message": "Paris", "session_id": OVER}}, 422),
-        (RUNS, {"data": {"message": "Paris", "user_id": "u" * 201}}, 422),
-        (RUNS, {"data": {"message": "Paris"}, "headers": {"Idempotency-Key": "k" * 201}}, 422),
-        (RUNS, {"data": {"message": "Paris"}, "headers": team_token("t" * 201)}, 401),
-        (f"/agents/{OVER}/runs", {"data": {"message": "Paris"}}, 422),
-        (f"{RUNS}/r/continue", {"data": {"session_id": OVER}}, 422),
-        (f"{RUNS}/r/continue", {"data": {"session_id": "s", "model": "m" * 201}}, 422),
-        (f"/v2/agents/sessions/{OVER}/checkpoints", {"json": {}}, 422),
-        ("/v2/agents/sessions/s/checkpoints", {"json": {"label": "l" * 201}}, 422),
-        ("/v2/agents/sessions/s/fork", {"json": {"from_checkpoint_id": OVER}}, 422),
+        ("POST", RUNS, {"data": {"message": "Paris", "session_id": OVER}}, 422),
+        ("POST", RUNS, {"data": {"message": "Paris", "user_id": "u" * 201}}, 422),
+        ("POST", RUNS, {"data": PARIS, "headers": {"Idempotency-Key": "k" * 201}}, 422),
+        ("POST", RUNS, {"data": PARIS, "headers": team_token("t" * 201)}, 401),
+        ("POST", f"/agents/{OVER}/runs", {"data": PARIS}, 422),
+        ("POST", f"{RUNS}/r/continue", {"data": {"session_id": OVER}}, 422),
+        ("POST", f"{RUNS}/r/continue", {"data": {"session_id": "s", "model": "m" * 201}}, 422),
+        ("POST", f"/v2/agents/sessions/{OVER}/checkpoints", {"json": {}}, 422),
+        ("POST", "/v2/agents/sessions/s/checkpoints", {"json": {"label": "l" * 201}}, 422),
+        ("POST", "/v2/agents/sessions/s/fork", {"json": {"from_checkpoint_id": OVER}}, 422),
+        ("GET", "/v2/agents/sessions/s/checkpoints", {"params": {"page_token": "f" * 65}}, 422),
     ],
     ids=["session_id", "user_id", "Idempotency-Key", "team", "agent_id", "continue session_id",
-         "model", "v2 session_id", "label", "from_checkpoint_id"],
+         "model", "v2 session_id", "label", "from_checkpoint_id", "page_token"],
 )  # fmt: skip
 async def test_one_character_over_a_bound_is_refused(
-    client: Client, path: str, request_: dict[str, Any], status: int
+    client: Client, method: str, path: str, request_: dict[str, Any], status: int
 ) -> None:
-    response = await client.post(path, **request_)
+    response = await client.request(method, path, **request_)
     assert response.status_code == status, response.text
     assert (await client.get("/sessions")).json()["data"] == []  # nothing was written
