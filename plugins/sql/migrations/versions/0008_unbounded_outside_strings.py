@@ -3,9 +3,9 @@
 A client names its sessions (up to the contract's 128 characters), a model provider its
 tool calls, a token its team, and an idempotency key's scope joins the team with the ids
 a request names: on PostgreSQL a value longer than its VARCHAR was refused (a 500, the
-request lost); SQLite never checks lengths. How long such a value may be is the contract's
-and the authentication's to say, with a clear 4xx, not the database's. Widening VARCHAR to
-TEXT rewrites nothing on PostgreSQL; SQLite copies the five tables (Alembic's batch mode).
+request lost); SQLite never checks lengths. How long such a value may be is for the
+contract, the authentication and the run loop to say, clearly, not for the database. Widening
+VARCHAR to TEXT rewrites nothing on PostgreSQL; SQLite copies the five tables (batch mode).
 
 Revision ID: 0008
 Revises: 0007
