@@ -18,6 +18,8 @@ from runpoint.tenancy import READ, WRITE, Principal
 
 ASYMMETRIC = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 _ALL_SCOPES = [READ, WRITE]
+# a team names a tenant: it is in every session's row and every idempotency key's scope
+MAX_TEAM_LENGTH = 200
 
 
 class Unauthenticated(Exception):
@@ -28,7 +30,7 @@ class ApiKey(msgspec.Struct, forbid_unknown_fields=True):
     """An entry of the keys file: the key's SHA-256 (hex), never the key itself."""
 
     sha256: str
-    team: Annotated[str, msgspec.Meta(min_length=1)]
+    team: Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_TEAM_LENGTH)]
     user: str | None = None
     scopes: list[str] = msgspec.field(default_factory=lambda: list(_ALL_SCOPES))
 
@@ -87,6 +89,8 @@ class Auth:
         team, user, scope = claims.get("team"), claims.get("sub"), claims.get("scope")
         if not isinstance(team, str) or not team:
             raise Unauthenticated("invalid token: it names no team (claim `team`)")
+        if len(team) > MAX_TEAM_LENGTH:
+            raise Unauthenticated(f"invalid token: its team is over {MAX_TEAM_LENGTH} characters")
         if scope is not None and not isinstance(scope, str):
             raise Unauthenticated("invalid token: `scope` must be a space-separated string")
         # a token without `scope` may do anything its team may

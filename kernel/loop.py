@@ -19,7 +19,14 @@ import pluggy
 
 from runpoint import transcript as tx
 from runpoint.agent import Agent
-from runpoint.model import Model, ModelRequest, ModelResponse, TextDelta, ToolCallDelta
+from runpoint.model import (
+    MAX_TOOL_CALL_ID_LENGTH,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+)
 from runpoint.policy import Boundary, BoundaryKind, CheckpointPolicy
 from runpoint.recovery import Leases
 from runpoint.storage import Storage
@@ -138,6 +145,11 @@ class RunTask:
                 response = chunk
         if response is None:
             raise RuntimeError(f"model {self.model.name} ended its turn without a response")
+        if too_long := [c.id for c in response.tool_calls if len(c.id) > MAX_TOOL_CALL_ID_LENGTH]:
+            raise ValueError(
+                f"model {self.model.name} named a tool call with an id of {len(too_long[0])} "
+                f"characters (at most {MAX_TOOL_CALL_ID_LENGTH})"
+            )
         self.model_turns += 1
         self.append(
             Message(

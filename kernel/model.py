@@ -40,6 +40,11 @@ class ToolCallDelta(msgspec.Struct):
     name: str | None = None
 
 
+# The longest tool call id a model may name: the id keys the durable record of a call, an
+# index entry, which PostgreSQL keeps under 2,704 bytes (providers' ids are under 100).
+MAX_TOOL_CALL_ID_LENGTH = 512
+
+
 class ModelResponse(msgspec.Struct):
     """A complete model turn: final text and/or a batch of tool calls."""
 

@@ -156,7 +156,8 @@ class Storage(Protocol):
         self, session_id: str, *, limit: int, before: int | None
     ) -> list[tuple[int, SessionCheckpoint]]:
         """A session's checkpoints, newest first, with their position: those before
-        `before` (a position of an earlier page), `limit` at most."""
+        `before` (a position of an earlier page, or any integer a client sent), `limit`
+        at most."""
 
     async def delete_session_checkpoint(self, checkpoint_id: str) -> None: ...
 

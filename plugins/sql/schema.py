@@ -1,5 +1,11 @@
 """Tables. Each row keeps its struct as one msgspec-encoded document beside the columns
-that are queried; messages and checkpoints are only ever inserted."""
+that are queried; messages and checkpoints are only ever inserted.
+
+A string that comes from outside (a session id a client chose, an agent id, a team, a
+model's tool call id, an idempotency key) is `Text`: the contract, the authentication and
+the run loop bound it (docs/http.md, "Bounds"), and the database never refuses one
+(PostgreSQL enforces a VARCHAR's length, SQLite does not). `String(N)` holds only what
+runpoint makes: its own ids (uuid4), statuses, roles, lock reasons and hashes."""
 
 from typing import Any
 
@@ -14,6 +20,7 @@ from sqlalchemy import (
     MetaData,
     String,
     Table,
+    Text,
     false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
@@ -48,10 +55,10 @@ metadata = MetaData()
 sessions = Table(
     "sessions",
     metadata,
-    Column("session_id", String(64), primary_key=True),
-    Column("agent_id", String(200), nullable=False),
-    Column("team_id", String(200), nullable=False, server_default=DEFAULT_TEAM),
-    Column("forked_from_session_id", String(64), index=True),
+    Column("session_id", Text, primary_key=True),
+    Column("agent_id", Text, nullable=False),
+    Column("team_id", Text, nullable=False, server_default=DEFAULT_TEAM),
+    Column("forked_from_session_id", Text, index=True),
     Column("created_at", Float, nullable=False, index=True),
     Column("data", Document, nullable=False),
     # the session's event log cursor: the seq of its latest event (messages, boundaries)
@@ -67,7 +74,7 @@ runs = Table(
     # creation order within a session (the newest run is the session's head)
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("run_id", String(64), nullable=False, unique=True),
-    Column("session_id", String(64), nullable=False),
+    Column("session_id", Text, nullable=False),
     Column("status", String(16), nullable=False),
     # bumped by every write: one writer per run (a stale writer's update matches no row)
     Column("revision", Integer, nullable=False, server_default="0"),
@@ -104,7 +111,7 @@ tool_calls = Table(
     "tool_calls",
     metadata,
     Column("run_id", String(64), primary_key=True),
-    Column("tool_call_id", String(200), primary_key=True),
+    Column("tool_call_id", Text, primary_key=True),
     Column("started_at", Float, nullable=False),
     Column("result", Document),  # the tool message, once the call ended
 )
@@ -113,8 +120,8 @@ tool_calls = Table(
 idempotency_keys = Table(
     "idempotency_keys",
     metadata,
-    Column("scope", String(200), primary_key=True),
-    Column("key", String(200), primary_key=True),
+    Column("scope", Text, primary_key=True),
+    Column("key", Text, primary_key=True),
     Column("fingerprint", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("response", Document),
@@ -135,7 +142,7 @@ session_checkpoints = Table(
     metadata,
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("checkpoint_id", String(64), nullable=False, unique=True),
-    Column("session_id", String(64), nullable=False),
+    Column("session_id", Text, nullable=False),
     Column("data", Document, nullable=False),  # the SessionCheckpoint
     Column("capture", Document),  # the SessionCapture, once READY
     Index("ix_session_checkpoints_session_seq", "session_id", "seq"),

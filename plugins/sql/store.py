@@ -265,7 +265,9 @@ class SqlStorage:
             "SELECT seq, data FROM session_checkpoints WHERE session_id = :id AND seq < :before "
             "ORDER BY seq DESC LIMIT :limit"
         )
-        params = {"id": session_id, "before": _NO_END if before is None else before}
+        # a client's token may be any integer: one beyond the column's range means that end
+        before = _NO_END if before is None else max(0, min(before, _NO_END))
+        params = {"id": session_id, "before": before}
         rows = await self._fetch(sql, params | {"limit": limit})
         return [(seq, _decode_session_checkpoint(data)) for seq, data in rows]
 

@@ -83,6 +83,9 @@ def test_a_keys_file_holds_digests_not_keys(tmp_path: Path) -> None:
     path.write_text("keys:\n  - {key: alpha-key, team: alpha}\n")
     with pytest.raises(ValueError, match="unknown field"):
         auth.load(api_keys_file=str(path))
+    path.write_text(f"keys:\n  - {{sha256: {'a' * 64}, team: {'t' * 201}}}\n")
+    with pytest.raises(ValueError, match=r"length <= 200 - at `\$.keys\[0\].team`"):
+        auth.load(api_keys_file=str(path))
 
 
 @pytest.mark.parametrize(

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, select
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import SqlStorage, migrate
-from runpoint.plugins.sql.schema import Document
+from runpoint.plugins.sql.schema import Document, metadata
 from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, Message, Run, RunStatus, Segment, Session, ToolCall
+from runpoint.types import (
+    Checkpoint,
+    Message,
+    Run,
+    RunStatus,
+    Segment,
+    Session,
+    SessionCheckpoint,
+    ToolCall,
+)
 
 
 async def test_migrations_and_tables_agree(database: str) -> None:
@@ -121,3 +133,44 @@ async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(datab
         # the session made before teams is the default team's, listed as such
         assert [s.session_id for s in await rp.list_sessions()] == ["s1"]
         assert len(await rp.list_runs("s1")) == 2
+
+
+async def every_row(engine: AsyncEngine) -> dict[str, list[Any]]:
+    async with engine.connect() as conn:
+        return {
+            table.name: sorted(tuple(row) for row in await conn.execute(select(table)))
+            for table in metadata.sorted_tables
+        }
+
+
+async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -> None:
+    """0008 widens the columns of what comes from outside to TEXT (SQLite copies tables)."""
+    storage = SqlStorage(database)
+    await migrate.upgrade(storage.engine, "0007")
+    # written through the storage itself, never opened (opening upgrades to head)
+    source = Session(session_id="s1", agent_id="travel-agent", team_id="acme")
+    fork = Session("s2", "travel-agent", "acme", forked_from_session_id="s1")
+    run = Run(
+        run_id="r1",
+        session_id="s1",
+        agent_id="travel-agent",
+        status=RunStatus.RUNNING,
+        segments=[Segment("r1", 0)],
+        message_count=1,
+    )
+    await storage.create_sessions([source, fork], [run], {"r1": [Message("user", "Paris?")]})
+    await storage.record_tool_calls("r1", ["call_1"])
+    result = Message("tool", "2.1M", tool_call_id="call_1", tool_name="get_population")
+    await storage.record_tool_result("r1", result)
+    assert await storage.claim_key("acme create_run travel-agent", "k1", "f" * 64) is None
+    await storage.answer_key("acme create_run travel-agent", "k1", "r1")
+    await storage.add_session_checkpoint(SessionCheckpoint("c1", "s1", 1, label="before"))
+    before = await every_row(storage.engine)
+    assert all(before[t] for t in ("sessions", "runs", "messages", "tool_calls"))
+
+    await migrate.upgrade(storage.engine)
+    try:
+        assert await every_row(storage.engine) == before
+        assert await migrate.differences(storage.engine) == []
+    finally:
+        await storage.close()
