@@ -159,7 +159,7 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
         message_count=1,
     )
     await storage.create_sessions([source, fork], [run], {"r1": [Message("user", "Paris?")]})
-    await storage.record_tool_calls("r1", ["call_1"])
+    await storage.save(run, [], None, intents=["call_1"])  # the call's intent
     result = Message("tool", "2.1M", tool_call_id="call_1", tool_name="get_population")
     await storage.record_tool_result("r1", result)
     assert await storage.claim_key("acme create_run travel-agent", "k1", "f" * 64) is None
