@@ -124,8 +124,11 @@ class SessionCheckpoints:
         log.info("completing the rollback of session %s: its process was lost", session.session_id)
         if capture is None:
             await self.storage.unlock_session(session.session_id, taken.lease.owner)
-        else:
+            return
+        try:
             await self._roll_back(session.session_id, taken, capture, states)
+        except Exception:  # a plugin refused: not this request's failure (it is unlocked)
+            log.exception("the rollback of session %s failed", session.session_id)
 
     async def create(
         self,
@@ -187,8 +190,8 @@ class SessionCheckpoints:
         """The checkpoint, ended FAILED first if its capture's process died (its lease ran
         out: a PENDING one without a lease is from before leases, as dead)."""
         lease = checkpoint.lease
-        if checkpoint.status is not SessionCheckpointStatus.PENDING or not (
-            lease is None or lease.ran_out()
+        if checkpoint.status is not SessionCheckpointStatus.PENDING or (
+            lease is not None and not lease.ran_out()
         ):
             return checkpoint
         failed = msgspec.structs.replace(

@@ -189,3 +189,23 @@ async def test_a_lease_taken_over_is_lost_to_its_first_holder(rp: Runpoint) -> N
     ready = SessionCheckpoint("cp", session_id, 0, status=SessionCheckpointStatus.READY)
     assert not await rp.storage.update_session_checkpoint(ready, b"{}", "first")  # too late
     assert await rp.storage.get_session_checkpoint("cp") == failed
+
+
+@pytest.mark.parametrize("left", ["checkpoint deleted", "restore refused"])
+async def test_a_rollback_left_that_cannot_be_completed_unlocks_the_session_as_it_is(
+    rp: Runpoint, state: DirectoryState, left: str
+) -> None:
+    first = await run(rp, "a")
+    session_id = first.session_id
+    checkpoint = await rp.session_checkpoints.create(session_id)
+    second = await run(rp, "b", session_id)
+    dead = Rollback(checkpoint.checkpoint_id, Lease("dead", now() - 1))  # as a kill leaves it
+    assert await rp.storage.lock_session(session_id, "rollback", dead)
+    if left == "checkpoint deleted":
+        await rp.storage.delete_session_checkpoint(checkpoint.checkpoint_id)
+    else:
+        state.fail_restore = 1
+    page, _ = await rp.session_checkpoints.page(session_id, page_size=10)  # no error
+    assert (await rp.get_session(session_id)).locked is None
+    assert [r.run_id for r in await rp.list_runs(session_id)] == [first.run_id, second.run_id]
+    assert len(page) == (left == "restore refused")
