@@ -193,7 +193,7 @@ class Session(msgspec.Struct, omit_defaults=True):
     event_seq: int = 0
     # why the session refuses work for now: "rollback" under way, or "maintenance"
     locked: str | None = None
-    # while `locked` is "rollback": which, and whose (see SessionCheckpoints.recover)
+    # while `locked` is "rollback": which, and whose (see SessionCheckpoints.settle_lock)
     rollback: Rollback | None = None
 
 

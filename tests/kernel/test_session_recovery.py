@@ -99,21 +99,20 @@ async def test_a_rollback_whose_process_died_is_completed_by_the_next_request(
 
 @pytest.mark.parametrize("request_", ["new run", "continue"])
 async def test_the_run_dialect_completes_a_rollback_whose_process_died(
-    rp: Runpoint, state: DirectoryState, recorder: Recorder, database: str, request_: str
+    rp: Runpoint, recorder: Recorder, request_: str
 ) -> None:
     first = await run(rp, "a")
     session_id = first.session_id
     checkpoint = await rp.session_checkpoints.create(session_id)
     second = await run(rp, "b", session_id)
-    await crashing_session.kill(
-        database, state.root, session_id, "rollback", checkpoint.checkpoint_id
-    )
+    dead = Rollback(checkpoint.checkpoint_id, Lease("dead", now() - 1))  # as a kill leaves it
+    assert await rp.storage.lock_session(session_id, "rollback", dead)
     if request_ == "new run":
-        await until_open(lambda: run(rp, "c", session_id))
+        await run(rp, "c", session_id)
         assert recorder.seen[-1] == [*turn("a"), ("user", "c")]
     else:  # the run it continues was rolled back out of the session meanwhile
         with pytest.raises(NotContinuable):
-            await until_open(lambda: rp.continue_run(second.run_id, input="again"))
+            await rp.continue_run(second.run_id, input="again")
     assert (await rp.get_session(session_id)).locked is None
     assert (await rp.get_run(second.run_id)).run.hidden
 
