@@ -150,7 +150,8 @@ def upgrade_database(db: str) -> None:
 
 def lock_session(db: str, session_id: str, lock: bool) -> str:
     """Lock a session for maintenance (the session dialect answers 423 until it is
-    unlocked), or lift whatever lock it has (a rollback's that a crash left, too)."""
+    unlocked), or lift whatever lock it has (a rollback's too, leaving the session as its
+    runs say; one whose process died needs no operator: the next request completes it)."""
     import asyncio
 
     from runpoint.errors import RunpointError

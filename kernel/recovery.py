@@ -6,17 +6,22 @@ run whose lease ran out lost its process (SIGKILL, power loss): the sweeper of a
 process that knows the run's agent claims it (one winner, by the run's revision) and
 resumes it from its last durable boundary, up to `max_recoveries` times; after that the
 run ends ERROR with the reason.
+
+A session operation that goes on over several writes (a rollback, a checkpoint's capture)
+holds a `Lease` of its own, renewed by `renewing` while it goes; the next request that meets
+it after the lease ran out completes it or ends it (see `runpoint.session_checkpoints`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
 from runpoint.errors import Conflict
 from runpoint.storage import Storage
-from runpoint.types import Run, RunStatus, new_id, now
+from runpoint.types import Lease, Run, RunStatus, new_id, now
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +59,34 @@ class Leases:
             and run.lease_owner not in (None, self.owner)
             and (run.lease_expires_at or 0) > now()
         )
+
+    def lease(self, owner: str | None = None) -> Lease:
+        """A lease of `lease_seconds` from now for a session operation: a new one (its own
+        owner, which no other operation, here or elsewhere, passes for), or `owner`'s."""
+        return Lease(owner or new_id(), now() + self.lease_seconds)
+
+    @contextlib.asynccontextmanager
+    async def renewing(
+        self, owner: str, renew: Callable[[Lease], Awaitable[object]]
+    ) -> AsyncIterator[None]:
+        """Renew `owner`'s lease (`renew` writes it) every third of its term while the
+        block runs."""
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(self.lease_seconds / 3)
+                try:
+                    await renew(self.lease(owner))
+                except Exception:  # a lost connection: the next beat may get through
+                    log.exception("renewing a lease failed; retrying")
+
+        beating = asyncio.create_task(heartbeat(), name=f"lease {owner}")
+        try:
+            yield
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
 
     async def watch(
         self,

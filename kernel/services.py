@@ -20,7 +20,6 @@ from runpoint.errors import (
     Conflict,
     InvalidBoundary,
     InvalidRequest,
-    Locked,
     NotContinuable,
     NotFound,
 )
@@ -129,12 +128,12 @@ class Runpoint:
         self.storage = storage or self.host.storage(database)
         self.queue = self.host.queue(database) if storage is None else None
         self._execute_queued = execute_queued
-        self.session_checkpoints = SessionCheckpoints(self.storage, self.host)
         self.busy_session = busy_session
         self.busy_timeout = busy_timeout
         self.leases = Leases(
             self.storage, lease_seconds=lease_seconds, max_recoveries=max_recoveries
         )
+        self.session_checkpoints = SessionCheckpoints(self.storage, self.host, self.leases)
         self._recover = recover
         self._active: dict[str, RunTask] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -212,6 +211,7 @@ class Runpoint:
             tenancy.check(session.team_id, "session", session.session_id)
             if session.agent_id != agent_id:
                 raise InvalidRequest(f"session {session_id} belongs to agent {session.agent_id}")
+            await self.session_checkpoints.settle_lock(session)
         else:
             session = Session(
                 session_id=session_id or new_id(),
@@ -354,6 +354,10 @@ class Runpoint:
                 ),
             )
         source = await self._run(run_id, session_id, agent_id)
+        session = await self.storage.get_session(source.session_id)
+        if session is not None and session.locked is not None:
+            await self.session_checkpoints.settle_lock(session)
+            source = await self._run(run_id, session_id, agent_id)  # rolled back, perhaps
         agent = self.agent(source.agent_id)
         if source.hidden:
             raise NotContinuable(
@@ -574,9 +578,6 @@ class Runpoint:
         background: bool,
     ) -> RunHandle:
         self._refuse_active(run)
-        session = await self.storage.get_session(run.session_id)
-        if session is not None and session.locked is not None:
-            raise Locked.session(session.locked)
         if unknown := set(decisions) - {c.id for c in pending}:
             raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
         if pending and input is not None:

@@ -5,11 +5,18 @@ A capture holds the session's live runs as they were (each run's `message_count`
 cut: no message is copied) and what state-capture plugins add. Rollback and fork both lay
 the captured runs out again as copy-on-write forks (`fork_runs`): rollback in the same
 session, whose earlier runs it hides but keeps; fork in new sessions.
+
+A capture and a rollback each hold a lease while they go (`runpoint.recovery`). There is
+no sweep for the ones whose process died (nothing indexes them): the next request that
+meets one settles it. A capture cut short ends FAILED; a rollback cut short is done again
+from its first step (restores are idempotent), as the session dialect and the run dialect
+meet its lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Awaitable, Sequence
 from typing import Literal
 
 import msgspec
@@ -18,9 +25,12 @@ from runpoint import tenancy
 from runpoint import transcript as tx
 from runpoint.errors import Conflict, InvalidRequest, Locked, NotFound
 from runpoint.host import PluginHost
+from runpoint.recovery import Leases
 from runpoint.session_state import SessionState
 from runpoint.storage import Storage
 from runpoint.types import (
+    Lease,
+    Rollback,
     Run,
     RunStatus,
     Segment,
@@ -33,6 +43,8 @@ from runpoint.types import (
 )
 
 MAX_FORKS = 4
+ABANDONED = "its process stopped during the capture"
+log = logging.getLogger(__name__)
 _IN_FLIGHT = {RunStatus.PENDING, RunStatus.RUNNING}
 _encode = msgspec.json.Encoder().encode
 
@@ -77,9 +89,10 @@ def fork_runs(runs: Sequence[Run], session_id: str) -> list[Run]:
 
 
 class SessionCheckpoints:
-    def __init__(self, storage: Storage, host: PluginHost) -> None:
+    def __init__(self, storage: Storage, host: PluginHost, leases: Leases) -> None:
         self.storage = storage
         self.host = host
+        self.leases = leases
 
     async def session(self, session_id: str) -> Session:
         """The session, if it takes requests: NotFound, Forbidden (another team's), or
@@ -89,8 +102,33 @@ class SessionCheckpoints:
             raise NotFound(f"session {session_id} not found")
         tenancy.check(session.team_id, "session", session_id)
         if session.locked is not None:
-            raise Locked.session(session.locked)
+            await self.settle_lock(session)
+            return await self.session(session_id)
         return session
+
+    async def settle_lock(self, session: Session) -> None:
+        """Locked for a locked session, unless its lock is a rollback's whose process died
+        (its lease ran out): then this process takes it over and completes it (restore
+        the capture again, then the rows, which unlock), or, if its checkpoint is gone,
+        unlocks the session as its rows say. Read the session and its runs again after."""
+        rollback, reason = session.rollback, session.locked
+        if reason is None:
+            return
+        if reason != "rollback" or rollback is None or not rollback.lease.ran_out():
+            raise Locked.session(reason)
+        capture = await self.storage.session_capture(rollback.checkpoint_id)
+        states = {} if capture is None else self._states(rollback.checkpoint_id, capture)
+        taken = Rollback(rollback.checkpoint_id, self.leases.lease())
+        if not await self.storage.hold_rollback(session.session_id, taken):
+            return  # another process took it over (or completed it) first
+        log.info("completing the rollback of session %s: its process was lost", session.session_id)
+        if capture is None:
+            await self.storage.unlock_session(session.session_id, taken.lease.owner)
+            return
+        try:
+            await self._roll_back(session.session_id, taken, capture, states)
+        except Exception:  # a plugin refused: not this request's failure (it is unlocked)
+            log.exception("the rollback of session %s failed", session.session_id)
 
     async def create(
         self,
@@ -108,33 +146,61 @@ class SessionCheckpoints:
         latest = await self.session(session_id)
         if latest.event_seq != session.event_seq:
             raise Conflict(f"session {session_id} changed while it was read; try again")
+        lease = self.leases.lease()
         checkpoint = SessionCheckpoint(
             checkpoint_id=new_id(),
             session_id=session_id,
             event_seq=session.event_seq,
             kind=kind,
             label=label,
+            lease=lease,
         )
         await self.storage.add_session_checkpoint(checkpoint)
+
+        def renew(renewed: Lease) -> Awaitable[bool]:
+            pending = msgspec.structs.replace(checkpoint, lease=renewed)
+            return self.storage.update_session_checkpoint(pending, None, lease.owner)
+
+        async with self.leases.renewing(lease.owner, renew):
+            finished, capture = await self._capture(checkpoint, session, runs)
+        if not await self.storage.update_session_checkpoint(finished, capture, lease.owner):
+            # too slow: another process took it for dead, and ended it FAILED
+            return await self.get(session_id, checkpoint.checkpoint_id)
+        return finished
+
+    async def _capture(
+        self, checkpoint: SessionCheckpoint, session: Session, runs: list[Run]
+    ) -> tuple[SessionCheckpoint, bytes | None]:
+        """The checkpoint READY with its encoded capture, or FAILED if a plugin's capture
+        raised."""
+        done = msgspec.structs.replace(checkpoint, lease=None)
         states: dict[str, bytes] = {}
         for name, state in self.host.session_states().items():
             try:
-                states[name] = await state.capture(session_id)
+                states[name] = await state.capture(session.session_id)
             except Exception as exc:  # the plugin's failure is the checkpoint's, not ours
-                failed = msgspec.structs.replace(
-                    checkpoint,
-                    status=SessionCheckpointStatus.FAILED,
-                    error_message=f"state {name!r} could not be captured: "
-                    f"{type(exc).__name__}: {exc}",
-                )
-                await self.storage.finish_session_checkpoint(failed, None)
-                return failed
+                message = f"state {name!r} could not be captured: {type(exc).__name__}: {exc}"
+                failed = SessionCheckpointStatus.FAILED
+                return msgspec.structs.replace(done, status=failed, error_message=message), None
         capture = _encode(SessionCapture(session, runs, states))
-        ready = msgspec.structs.replace(
-            checkpoint, status=SessionCheckpointStatus.READY, size_bytes=len(capture)
+        ready = SessionCheckpointStatus.READY
+        return msgspec.structs.replace(done, status=ready, size_bytes=len(capture)), capture
+
+    async def _settled(self, checkpoint: SessionCheckpoint) -> SessionCheckpoint:
+        """The checkpoint, ended FAILED first if its capture's process died (its lease ran
+        out: a PENDING one without a lease is from before leases, as dead)."""
+        lease = checkpoint.lease
+        if checkpoint.status is not SessionCheckpointStatus.PENDING or (
+            lease is not None and not lease.ran_out()
+        ):
+            return checkpoint
+        failed = msgspec.structs.replace(
+            checkpoint, status=SessionCheckpointStatus.FAILED, lease=None, error_message=ABANDONED
         )
-        await self.storage.finish_session_checkpoint(ready, capture)
-        return ready
+        if await self.storage.update_session_checkpoint(failed, None, None):
+            return failed
+        # it ended meanwhile (another process settled it, or its own finished it)
+        return await self.storage.get_session_checkpoint(checkpoint.checkpoint_id) or failed
 
     async def page(
         self, session_id: str, *, page_size: int, page_token: str | None = None
@@ -152,14 +218,14 @@ class SessionCheckpoints:
         )
         page = found[:page_size]
         next_token = f"{page[-1][0]:x}" if len(found) > page_size else None
-        return [checkpoint for _, checkpoint in page], next_token
+        return [await self._settled(checkpoint) for _, checkpoint in page], next_token
 
     async def get(self, session_id: str, checkpoint_id: str) -> SessionCheckpoint:
         await self.session(session_id)
         checkpoint = await self.storage.get_session_checkpoint(checkpoint_id)
         if checkpoint is None or checkpoint.session_id != session_id:
             raise NotFound(f"checkpoint {checkpoint_id} of session {session_id} not found")
-        return checkpoint
+        return await self._settled(checkpoint)
 
     async def delete(self, session_id: str, checkpoint_id: str) -> None:
         """Delete a checkpoint; deleting one that is gone already is not an error."""
@@ -173,16 +239,41 @@ class SessionCheckpoints:
         from it but kept (readable by id). Conflict if a run of it is in flight; while
         the rollback goes on, the session is locked (Locked to everyone else)."""
         checkpoint, capture, states = await self._seed(session_id, checkpoint_id)
-        if not await self.storage.lock_session(session_id, "rollback"):
+        rollback = Rollback(checkpoint_id, self.leases.lease())
+        if not await self.storage.lock_session(session_id, "rollback", rollback):
             raise NotFound(f"session {session_id} not found")
-        try:
-            for name, state in states.items():
-                await state.restore(session_id, capture.states[name])
-            await self.storage.rollback_session(session_id, fork_runs(capture.runs, session_id))
-        except BaseException:
-            await self.storage.unlock_session(session_id)
-            raise
+        await self._roll_back(session_id, rollback, capture, states)
         return checkpoint
+
+    async def _roll_back(
+        self,
+        session_id: str,
+        rollback: Rollback,
+        capture: SessionCapture,
+        states: dict[str, SessionState],
+    ) -> None:
+        """Restore every plugin's state, then the rows, which unlock the session, under the
+        rollback's lease. Each step done again is the same step, so a process that takes
+        over a rollback whose process died does them all again. A plugin's refusal unlocks
+        the session; a cancellation leaves it to be taken over once its lease runs out."""
+        owner = rollback.lease.owner
+
+        def renew(lease: Lease) -> Awaitable[bool]:
+            return self.storage.hold_rollback(
+                session_id, msgspec.structs.replace(rollback, lease=lease)
+            )
+
+        try:
+            async with self.leases.renewing(owner, renew):
+                for name, state in states.items():
+                    await state.restore(session_id, capture.states[name])
+                # False if this process was too slow and another took the rollback over
+                await self.storage.rollback_session(
+                    session_id, fork_runs(capture.runs, session_id), owner
+                )
+        except Exception:
+            await self.storage.unlock_session(session_id, owner)
+            raise
 
     async def fork(
         self, session_id: str, *, from_checkpoint_id: str | None = None, count: int = 1
@@ -225,9 +316,13 @@ class SessionCheckpoints:
         capture = await self.storage.session_capture(checkpoint_id)
         if checkpoint.status is not SessionCheckpointStatus.READY or capture is None:
             raise Conflict(f"checkpoint {checkpoint_id} is {checkpoint.status}, not READY")
+        return checkpoint, capture, self._states(checkpoint_id, capture)
+
+    def _states(self, checkpoint_id: str, capture: SessionCapture) -> dict[str, SessionState]:
+        """The plugins that restore a capture; Conflict if one of them is not loaded."""
         states = self.host.session_states()
         if missing := sorted(capture.states.keys() - states.keys()):
             raise Conflict(
                 f"checkpoint {checkpoint_id} holds state of plugins not loaded: {missing}"
             )
-        return checkpoint, capture, {n: s for n, s in states.items() if n in capture.states}
+        return {n: s for n, s in states.items() if n in capture.states}

@@ -10,6 +10,7 @@ from runpoint.types import (
     Checkpoint,
     Message,
     Role,
+    Rollback,
     Run,
     Segment,
     Session,
@@ -43,16 +44,27 @@ class Storage(Protocol):
         """Delete a session with its runs, messages and checkpoints; False if unknown.
         Raises Conflict while a run of it is in flight or another session forks it."""
 
-    async def lock_session(self, session_id: str, reason: str) -> bool:
-        """Lock a session (`reason`: "rollback", "maintenance"), atomically: raise Locked if
-        it is locked, Conflict if a run of it is in flight. False if there is no session."""
+    async def lock_session(
+        self, session_id: str, reason: str, rollback: Rollback | None = None
+    ) -> bool:
+        """Lock a session (`reason`: "rollback" with its `rollback`, or "maintenance"),
+        atomically: raise Locked if it is locked, Conflict if a run of it is in flight.
+        False if there is no session."""
 
-    async def unlock_session(self, session_id: str) -> bool:
-        """Lift a session's lock, whatever its reason; False if there is no session."""
+    async def unlock_session(self, session_id: str, rollback_owner: str | None = None) -> bool:
+        """Lift a session's lock, whatever its reason; with `rollback_owner`, only a
+        rollback's whose lease is that owner's or ran out. False if there is no session
+        (or no such lock)."""
 
-    async def rollback_session(self, session_id: str, runs: Sequence[Run]) -> None:
-        """In one transaction: hide the session's live runs (kept, readable by id), insert
-        `runs` as its new live runs, lift its lock and count the rollback as an event."""
+    async def hold_rollback(self, session_id: str, rollback: Rollback) -> bool:
+        """Make `rollback`'s lease the lease of the session's rollback under way (to the
+        same checkpoint) if that one is the same owner's (a renewal) or ran out (a take
+        over); False if another owner holds it, or the rollback is over."""
+
+    async def rollback_session(self, session_id: str, runs: Sequence[Run], owner: str) -> bool:
+        """In one transaction, if the session's rollback lease is `owner`'s or ran out: hide
+        its live runs (kept, readable by id), insert `runs` as its new live runs, lift its
+        lock and count the rollback as an event. False (nothing written) otherwise."""
 
     async def create_runs(
         self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
@@ -141,11 +153,13 @@ class Storage(Protocol):
     async def add_session_checkpoint(self, checkpoint: SessionCheckpoint) -> None:
         """Insert a (PENDING) session checkpoint."""
 
-    async def finish_session_checkpoint(
-        self, checkpoint: SessionCheckpoint, capture: bytes | None
-    ) -> None:
-        """Record how a session checkpoint ended, with its encoded `SessionCapture` if
-        READY."""
+    async def update_session_checkpoint(
+        self, checkpoint: SessionCheckpoint, capture: bytes | None, owner: str | None
+    ) -> bool:
+        """Rewrite a PENDING session checkpoint (a renewed lease, or how it ended, with its
+        encoded `SessionCapture` if READY) if its lease is `owner`'s or ran out (`owner`
+        None: only if it ran out). False (nothing written) if it is PENDING no longer, or
+        another owner holds it."""
 
     async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None: ...
 

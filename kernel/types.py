@@ -161,6 +161,29 @@ class Checkpoint(msgspec.Struct, omit_defaults=True):
     event_seq: int | None = None
 
 
+class Lease(msgspec.Struct, frozen=True):
+    """Who carries out a session operation (one owner per operation), until when; renewed
+    while it goes. An operation whose lease ran out lost its process: any other may take
+    it over."""
+
+    owner: str
+    expires_at: float
+
+    def ran_out(self) -> bool:
+        return self.expires_at < now()
+
+    def open_to(self, owner: str | None) -> bool:
+        """Whether `owner` may act under this lease: it is its own, or it ran out."""
+        return owner == self.owner or self.ran_out()
+
+
+class Rollback(msgspec.Struct, frozen=True):
+    """A rollback under way: the checkpoint its session returns to, and its lease."""
+
+    checkpoint_id: str
+    lease: Lease
+
+
 class Session(msgspec.Struct, omit_defaults=True):
     session_id: str
     agent_id: str
@@ -175,6 +198,8 @@ class Session(msgspec.Struct, omit_defaults=True):
     event_seq: int = 0
     # why the session refuses work for now: "rollback" under way, or "maintenance"
     locked: str | None = None
+    # while `locked` is "rollback": which, and whose (see SessionCheckpoints.settle_lock)
+    rollback: Rollback | None = None
 
 
 class RunEvent(msgspec.Struct, omit_defaults=True):
@@ -206,6 +231,8 @@ class SessionCheckpoint(msgspec.Struct, omit_defaults=True):
     size_bytes: int = 0
     error_message: str | None = None
     created_at: float = msgspec.field(default_factory=now)
+    # while PENDING: whose capture it is, until when (internal: never on the wire)
+    lease: Lease | None = None
 
 
 class SessionCapture(msgspec.Struct):

@@ -62,8 +62,10 @@ class DirectoryState:
             await self.hold.wait()
         if self.restores == self.fail_restore:
             raise OSError("the sandbox refused the restore")
-        # unpack beside, then swap: a failed unpack leaves the directory as it was
+        # unpack beside, then swap: a failed unpack leaves the directory as it was, and
+        # a restore killed half-way leaves only a staging directory, which the next clears
         staging = self.root / f".{session_id}.restoring"
+        shutil.rmtree(staging, ignore_errors=True)
         with tarfile.open(fileobj=io.BytesIO(state)) as tar:
             tar.extractall(staging, filter="data")
         await self.discard(session_id)

@@ -32,12 +32,14 @@ from runpoint.types import (
     Decision,
     Message,
     Role,
+    Rollback,
     Run,
     RunStatus,
     Segment,
     Session,
     SessionCapture,
     SessionCheckpoint,
+    SessionCheckpointStatus,
     Usage,
     now,
 )
@@ -192,26 +194,39 @@ class SqlStorage:
             for data, seq, locked in rows
         ]
 
-    async def lock_session(self, session_id: str, reason: str) -> bool:
+    async def lock_session(
+        self, session_id: str, reason: str, rollback: Rollback | None = None
+    ) -> bool:
         async with self._write() as conn:
             if not await self._lock_session(conn, session_id, refuse_locked=True):
                 return False
             await self._refuse_in_flight(conn, session_id)
-            await conn.execute(
-                update(sessions).where(sessions.c.session_id == session_id).values(locked=reason)
-            )
+            await self._set_lock(conn, session_id, reason, rollback)
             return True
 
-    async def unlock_session(self, session_id: str) -> bool:
+    async def unlock_session(self, session_id: str, rollback_owner: str | None = None) -> bool:
         async with self._write() as conn:
-            unlocked = await conn.execute(
-                update(sessions).where(sessions.c.session_id == session_id).values(locked=None)
-            )
-            return bool(unlocked.rowcount)
+            if rollback_owner is None:
+                found = await self._lock_session(conn, session_id)
+            else:
+                found = await self._rollback(conn, session_id, rollback_owner) is not None
+            if found:
+                await self._set_lock(conn, session_id, None, None)
+            return found
 
-    async def rollback_session(self, session_id: str, runs_: Sequence[Run]) -> None:
+    async def hold_rollback(self, session_id: str, rollback: Rollback) -> bool:
         async with self._write() as conn:
-            await self._lock_session(conn, session_id)  # the session's row first, as `save`
+            held = await self._rollback(conn, session_id, rollback.lease.owner)
+            if held is None or held.checkpoint_id != rollback.checkpoint_id:
+                return False
+            await self._set_lock(conn, session_id, "rollback", rollback)
+            return True
+
+    async def rollback_session(self, session_id: str, runs_: Sequence[Run], owner: str) -> bool:
+        async with self._write() as conn:
+            # the session's row first, as `save`
+            if await self._rollback(conn, session_id, owner) is None:
+                return False
             await conn.execute(
                 update(runs)
                 .where(runs.c.session_id == session_id, runs.c.hidden == false())
@@ -220,11 +235,8 @@ class SqlStorage:
             if runs_:
                 await conn.execute(insert(runs), [self._run_row(r) for r in runs_])
             # the rollback is an event of the session too
-            await conn.execute(
-                update(sessions)
-                .where(sessions.c.session_id == session_id)
-                .values(locked=None, event_seq=sessions.c.event_seq + 1)
-            )
+            await self._set_lock(conn, session_id, None, None, event_seq=sessions.c.event_seq + 1)
+            return True
 
     # -- session checkpoints ---------------------------------------------------------
 
@@ -238,15 +250,24 @@ class SqlStorage:
                 )
             )
 
-    async def finish_session_checkpoint(
-        self, checkpoint: SessionCheckpoint, capture: bytes | None
-    ) -> None:
+    async def update_session_checkpoint(
+        self, checkpoint: SessionCheckpoint, capture: bytes | None, owner: str | None
+    ) -> bool:
+        row = session_checkpoints.c.checkpoint_id == checkpoint.checkpoint_id
         async with self._write() as conn:
+            query = select(session_checkpoints.c.data).where(row)
+            data = await conn.scalar(query if self.is_sqlite else query.with_for_update())
+            stored = None if data is None else _decode_session_checkpoint(data)
+            if stored is None or stored.status is not SessionCheckpointStatus.PENDING:
+                return False
+            if stored.lease is not None and not stored.lease.open_to(owner):
+                return False
             await conn.execute(
                 update(session_checkpoints)
-                .where(session_checkpoints.c.checkpoint_id == checkpoint.checkpoint_id)
+                .where(row)
                 .values(data=self._count(_encode(checkpoint)), capture=capture)
             )
+            return True
 
     async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None:
         sql = "SELECT data FROM session_checkpoints WHERE checkpoint_id = :id"
@@ -554,6 +575,37 @@ class SqlStorage:
         if found is not None and found.locked is not None and refuse_locked:
             raise Locked.session(found.locked)
         return found is not None
+
+    async def _rollback(
+        self, conn: AsyncConnection, session_id: str, owner: str
+    ) -> Rollback | None:
+        """The session's rollback under way if its lease is `owner`'s or ran out, its row
+        locked until commit (as `_lock_session`)."""
+        query = select(sessions.c.locked, sessions.c.data).where(
+            sessions.c.session_id == session_id
+        )
+        found = (await conn.execute(query if self.is_sqlite else query.with_for_update())).first()
+        if found is None or found.locked != "rollback":
+            return None
+        rollback = _decode_session(found.data).rollback
+        return rollback if rollback is not None and rollback.lease.open_to(owner) else None
+
+    async def _set_lock(
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        locked: str | None,
+        rollback: Rollback | None,
+        **values: Any,
+    ) -> None:
+        """Lock the session (`locked`: why) or unlock it (None), with the rollback under way
+        if that is why; the caller locked its row."""
+        where = sessions.c.session_id == session_id
+        session = _decode_session(
+            (await conn.execute(select(sessions.c.data).where(where))).scalar_one()
+        )
+        data = self._count(_encode(msgspec.structs.replace(session, rollback=rollback)))
+        await conn.execute(update(sessions).where(where).values(locked=locked, data=data, **values))
 
     async def _refuse_in_flight(self, conn: AsyncConnection, session_id: str) -> None:
         busy = await conn.scalar(
