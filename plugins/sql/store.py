@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Collection, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from sqlalchemy import delete, event, false, insert, select, text, update
@@ -124,26 +124,34 @@ def _storable(document: bytes) -> bytes:
     return _encode((document.decode(),)) if _NUL in document else document
 
 
-def _decoder(kind: type[T]) -> Callable[[bytes | str], T]:
-    """Decodes a stored document of `kind`, wrapped by `_storable` or not."""
-    stored = msgspec.json.Decoder(kind | tuple[str]).decode
-    decode = msgspec.json.Decoder(kind).decode
+class _Decoder(Generic[T]):
+    """Decodes stored documents of `kind`, wrapped by `_storable` or not."""
 
-    def decode_stored(data: bytes | str) -> T:
-        document = stored(data)
-        return decode(document[0]) if isinstance(document, tuple) else document
+    def __init__(self, kind: type[T]) -> None:
+        self._plain = msgspec.json.Decoder(kind).decode
+        self._stored = msgspec.json.Decoder(kind | tuple[str]).decode
 
-    return decode_stored
+    def __call__(self, data: bytes | str) -> T:
+        document = self._stored(data)
+        return self._plain(document[0]) if isinstance(document, tuple) else document
+
+    def all(self, documents: Sequence[bytes | str]) -> list[T]:
+        """Many documents, as fast as plain ones while none of them is wrapped (a run's
+        transcript: a Python call per message would cost a tenth more)."""
+        try:
+            return [self._plain(data) for data in documents]
+        except msgspec.ValidationError:
+            return [self(data) for data in documents]
 
 
-_decode_run = _decoder(Run)
-_decode_message = _decoder(Message)
-_decode_state = _decoder(_RunState)
-_decode_session = _decoder(Session)
-_decode_checkpoint = _decoder(Checkpoint)
-_decode_session_checkpoint = _decoder(SessionCheckpoint)
-_decode_capture = _decoder(SessionCapture)
-_decode_answer = _decoder(str)
+_decode_run = _Decoder(Run)
+_decode_message = _Decoder(Message)
+_decode_state = _Decoder(_RunState)
+_decode_session = _Decoder(Session)
+_decode_checkpoint = _Decoder(Checkpoint)
+_decode_session_checkpoint = _Decoder(SessionCheckpoint)
+_decode_capture = _Decoder(SessionCapture)
+_decode_answer = _Decoder(str)
 
 
 def _identity(value: Any) -> Any:
@@ -736,10 +744,8 @@ class SqlStorage:
         )
         return [r for r in expired if r.agent_id in agent_ids]
 
-    async def _documents(
-        self, sql: str, params: dict[str, Any], decode: Callable[[bytes | str], T]
-    ) -> list[T]:
-        return [decode(data) for (data,) in await self._fetch(sql, params)]
+    async def _documents(self, sql: str, params: dict[str, Any], kind: _Decoder[T]) -> list[T]:
+        return kind.all([data for (data,) in await self._fetch(sql, params)])
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> Sequence[Any]:
         """Rows of a read. SQLite reads run inline: an indexed read takes microseconds,
