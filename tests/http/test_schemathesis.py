@@ -47,6 +47,12 @@ CONFIG = {
 
 
 ANONYMOUS = {"seed": 20261129, "generation": {"mode": "all", "max-examples": 3}}
+# On PostgreSQL the app's idle queue worker (pgqueuer) jitters its waits with the global
+# `random` while Hypothesis generates the next example in this thread: no strategy uses it.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
+)
 
 
 class OnDatabase:
