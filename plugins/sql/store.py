@@ -744,8 +744,8 @@ class SqlStorage:
         )
         return [r for r in expired if r.agent_id in agent_ids]
 
-    async def _documents(self, sql: str, params: dict[str, Any], kind: _Decoder[T]) -> list[T]:
-        return kind.all([data for (data,) in await self._fetch(sql, params)])
+    async def _documents(self, sql: str, params: dict[str, Any], decoder: _Decoder[T]) -> list[T]:
+        return decoder.all([data for (data,) in await self._fetch(sql, params)])
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> Sequence[Any]:
         """Rows of a read. SQLite reads run inline: an indexed read takes microseconds,
