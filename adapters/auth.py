@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -18,8 +19,10 @@ from runpoint.tenancy import READ, WRITE, Principal
 
 ASYMMETRIC = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 _ALL_SCOPES = [READ, WRITE]
-# a team names a tenant: it is in every session's row and every idempotency key's scope
+# a team names a tenant: it is in every session's row and every idempotency key's scope,
+# so it is bounded, and holds no control character (PostgreSQL's text holds no U+0000)
 MAX_TEAM_LENGTH = 200
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 class Unauthenticated(Exception):
@@ -91,6 +94,8 @@ class Auth:
             raise Unauthenticated("invalid token: it names no team (claim `team`)")
         if len(team) > MAX_TEAM_LENGTH:
             raise Unauthenticated(f"invalid token: its team is over {MAX_TEAM_LENGTH} characters")
+        if _CONTROL.search(team):
+            raise Unauthenticated("invalid token: its team has a control character")
         if scope is not None and not isinstance(scope, str):
             raise Unauthenticated("invalid token: `scope` must be a space-separated string")
         # a token without `scope` may do anything its team may
@@ -133,5 +138,7 @@ def _api_keys(path: Path) -> tuple[tuple[bytes, Principal], ...]:
             digest = b""
         if len(digest) != hashlib.sha256().digest_size:
             raise ValueError(f"{path}: {entry.sha256!r} is not a SHA-256 in hex")
+        if _CONTROL.search(entry.team):
+            raise ValueError(f"{path}: team {entry.team!r} has a control character")
         keys.append((digest, Principal(entry.team, entry.user, frozenset(entry.scopes))))
     return tuple(keys)

@@ -150,6 +150,10 @@ class RunTask:
                 f"model {self.model.name} named a tool call with an id of {len(too_long[0])} "
                 f"characters (at most {MAX_TOOL_CALL_ID_LENGTH})"
             )
+        if any("\x00" in c.id for c in response.tool_calls):
+            raise ValueError(
+                f"model {self.model.name} named a tool call whose id has a U+0000 (NUL)"
+            )
         self.model_turns += 1
         self.append(
             Message(

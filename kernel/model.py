@@ -41,7 +41,8 @@ class ToolCallDelta(msgspec.Struct):
 
 
 # The longest tool call id a model may name: the id keys the durable record of a call, an
-# index entry, which PostgreSQL keeps under 2,704 bytes (providers' ids are under 100).
+# index entry, which PostgreSQL keeps under 2,704 bytes (providers' ids are under 100). Nor
+# may it hold a U+0000, which PostgreSQL's text cannot.
 MAX_TOOL_CALL_ID_LENGTH = 512
 
 

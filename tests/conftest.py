@@ -9,6 +9,7 @@ RUNPOINT_REQUIRE_POSTGRES is set, which makes its absence an error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
@@ -83,8 +84,16 @@ def _admin(url: str, statement: str) -> None:
 @pytest.fixture(params=BACKENDS)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database URL on each backend."""
+    with fresh_database(request, tmp_path) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def fresh_database(request: pytest.FixtureRequest, directory: Path) -> Iterator[str]:
+    """A fresh, empty database URL on the backend `request.param` names: a file in
+    `directory`, or a database of the test server dropped afterwards."""
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'runpoint.db'}"
+        yield f"sqlite:///{directory / 'runpoint.db'}"
         return
     server: str = request.getfixturevalue("postgres_url")
     name = f"test_{uuid.uuid4().hex[:16]}"

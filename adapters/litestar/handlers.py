@@ -205,7 +205,10 @@ def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
     except msgspec.ValidationError as exc:
         raise HttpError(400, "BAD_REQUEST", f"Invalid structure for tools: {exc}") from None
     decided: dict[str, Decision] = {}
-    for d in decisions:
+    for i, d in enumerate(decisions):
+        # JSON text escapes a NUL, which the document's patterns then cannot see
+        if "\x00" in d.tool_call_id or "\x00" in (d.result or ""):
+            raise HttpError(422, "VALIDATION_ERROR", f"tools[{i}] must not contain U+0000 (NUL)")
         if d.result is not None:
             decided[d.tool_call_id] = d.result
         elif d.confirmed is not None:

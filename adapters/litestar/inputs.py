@@ -15,6 +15,7 @@ from .spec import FORMS, JSON, Field, Operation
 
 _INTEGER = re.compile(r"-?\d+")
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
+_STEP = re.compile(r"\.?(\w+)|\[(\d+)\]")  # of a path in msgspec's errors: tools[0].result
 
 
 async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]:
@@ -84,11 +85,26 @@ def _readable(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:
     """msgspec's message with the field named first: `message_index: Expected int...`."""
     message, _, where = str(exc).partition(" - at `$.")
     where = where.rstrip("`")
-    if raw.get(where) == "":
+    value = _at(raw, where)
+    if value == "":
         return f"{where} must not be empty"
-    if "matching regex" in message and str(raw.get(where, "x")).strip() == "":
-        return f"{where} must not be blank"
+    if "matching regex" in message and isinstance(value, str):
+        if "\x00" in value:
+            return f"{where} must not contain U+0000 (NUL)"
+        if not value.strip():
+            return f"{where} must not be blank"
     if missing := re.fullmatch(r"Object missing required field `(.+)`", message):
         name = f"{where}.{missing[1]}" if where else missing[1]
         return f"{name} is required"
     return f"{where}: {message}" if where else message
+
+
+def _at(raw: Mapping[str, Any], where: str) -> Any:
+    """The value at `where` in the inputs, or None."""
+    value: Any = raw
+    for name, index in _STEP.findall(where):
+        try:
+            value = value[int(index)] if index else value[name]
+        except (LookupError, TypeError):
+            return None
+    return value

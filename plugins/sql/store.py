@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Collection, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 from sqlalchemy import delete, event, false, insert, select, text, update
@@ -106,16 +106,54 @@ class _RunState(msgspec.Struct, omit_defaults=True):
 
 
 _STATE_FIELDS = _RunState.__struct_fields__
-_decode_run = msgspec.json.Decoder(Run).decode
-_decode_message = msgspec.json.Decoder(Message).decode
+
+
+def _state(run: Run) -> _RunState:
+    return _RunState(**{f: getattr(run, f) for f in _STATE_FIELDS})
+
+
 _RUN_COLUMNS = (
     "data, state, revision, lease_owner, lease_expires_at, recoveries, cancel_requested, hidden"
 )
-_decode_state = msgspec.json.Decoder(_RunState).decode
-_decode_session = msgspec.json.Decoder(Session).decode
-_decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
-_decode_session_checkpoint = msgspec.json.Decoder(SessionCheckpoint).decode
-_decode_capture = msgspec.json.Decoder(SessionCapture).decode
+# PostgreSQL's JSONB holds no U+0000, whose JSON escape is this
+_NUL = b"\\u0000"
+
+
+def _storable(document: bytes) -> bytes:
+    """A document as both databases hold it: one with a NUL is kept as a JSON array of one
+    string, its own JSON text, in which the escape is mere text. (The text `\\u0000`, a
+    backslash before u0000, is found too: its document is wrapped, needlessly but whole.)"""
+    return _encode((document.decode(),)) if _NUL in document else document
+
+
+class _Decoder(Generic[T]):
+    """Decodes stored documents of `kind`, wrapped by `_storable` or not."""
+
+    def __init__(self, kind: type[T]) -> None:
+        self._plain = msgspec.json.Decoder(kind).decode
+        self._stored = msgspec.json.Decoder(kind | tuple[str]).decode
+
+    def __call__(self, data: bytes | str) -> T:
+        document = self._stored(data)
+        return self._plain(document[0]) if isinstance(document, tuple) else document
+
+    def all(self, documents: Sequence[bytes | str]) -> list[T]:
+        """Many documents, as fast as plain ones while none of them is wrapped (a run's
+        transcript: a Python call per message would cost a tenth more)."""
+        try:
+            return [self._plain(data) for data in documents]
+        except msgspec.ValidationError:
+            return [self(data) for data in documents]
+
+
+_decode_run = _Decoder(Run)
+_decode_message = _Decoder(Message)
+_decode_state = _Decoder(_RunState)
+_decode_session = _Decoder(Session)
+_decode_checkpoint = _Decoder(Checkpoint)
+_decode_session_checkpoint = _Decoder(SessionCheckpoint)
+_decode_capture = _Decoder(SessionCapture)
+_decode_answer = _Decoder(str)
 
 
 def _identity(value: Any) -> Any:
@@ -246,7 +284,7 @@ class SqlStorage:
                 insert(session_checkpoints).values(
                     checkpoint_id=checkpoint.checkpoint_id,
                     session_id=checkpoint.session_id,
-                    data=self._count(_encode(checkpoint)),
+                    data=self._document(_encode(checkpoint)),
                 )
             )
 
@@ -265,13 +303,16 @@ class SqlStorage:
             await conn.execute(
                 update(session_checkpoints)
                 .where(row)
-                .values(data=self._count(_encode(checkpoint)), capture=capture)
+                .values(
+                    data=self._document(_encode(checkpoint)),
+                    capture=None if capture is None else self._document(capture),
+                )
             )
             return True
 
     async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None:
         sql = "SELECT data FROM session_checkpoints WHERE checkpoint_id = :id"
-        found = await self._documents(sql, {"id": checkpoint_id}, SessionCheckpoint)
+        found = await self._documents(sql, {"id": checkpoint_id}, _decode_session_checkpoint)
         return found[0] if found else None
 
     async def session_capture(self, checkpoint_id: str) -> SessionCapture | None:
@@ -392,11 +433,11 @@ class SqlStorage:
     ) -> None:
         """`save` on a connection: in its own transaction, or in a caller's."""
         first = run.message_count - len(messages_)
-        state = self._count(_encode(_RunState(**{f: getattr(run, f) for f in _STATE_FIELDS})))
-        rows = [(first + i, m.role, self._count(_encode(m))) for i, m in enumerate(messages_)]
+        state = self._document(_encode(_state(run)))
+        rows = [(first + i, m.role, self._document(_encode(m))) for i, m in enumerate(messages_)]
         mark = None
         if checkpoint is not None:
-            mark = (checkpoint.message_index, self._count(_encode(checkpoint)))
+            mark = (checkpoint.message_index, self._document(_encode(checkpoint)))
         write = self._save_sqlite if self.is_sqlite else self._save_postgresql
         cancel_requested = await write(conn, run, state, rows, mark, intents)
         if cancel_requested is None:
@@ -514,7 +555,7 @@ class SqlStorage:
             return []
         where, params = _ranges("idx >= :lo{i} AND idx < :hi{i}", ranges)
         sql = f"SELECT data FROM messages WHERE {where} ORDER BY idx"
-        return await self._documents(sql, params, Message)
+        return await self._documents(sql, params, _decode_message)
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         sql = (
@@ -604,7 +645,7 @@ class SqlStorage:
         session = _decode_session(
             (await conn.execute(select(sessions.c.data).where(where))).scalar_one()
         )
-        data = self._count(_encode(msgspec.structs.replace(session, rollback=rollback)))
+        data = self._document(_encode(msgspec.structs.replace(session, rollback=rollback)))
         await conn.execute(update(sessions).where(where).values(locked=locked, data=data, **values))
 
     async def _refuse_in_flight(self, conn: AsyncConnection, session_id: str) -> None:
@@ -619,9 +660,11 @@ class SqlStorage:
                 "wait for it to finish, or cancel it"
             )
 
-    def _count(self, data: bytes) -> bytes:
-        self.bytes_written += len(data)
-        return data
+    def _document(self, encoded: bytes) -> bytes:
+        """Every document on its way to the database: storable, and counted."""
+        document = _storable(encoded)
+        self.bytes_written += len(document)
+        return document
 
     def _session_row(self, session: Session) -> dict[str, Any]:
         return {
@@ -632,7 +675,7 @@ class SqlStorage:
             "created_at": session.created_at,
             "event_seq": session.event_seq,
             # the cursor and the lock live in their columns only: no stale copy in the document
-            "data": self._count(
+            "data": self._document(
                 _encode(msgspec.structs.replace(session, event_seq=0, locked=None))
             ),
         }
@@ -645,8 +688,8 @@ class SqlStorage:
             "revision": run.revision,
             "lease_owner": run.lease_owner,
             "lease_expires_at": run.lease_expires_at,
-            "data": self._count(_encode(run)),
-            "state": self._count(_encode(_RunState(**{f: getattr(run, f) for f in _STATE_FIELDS}))),
+            "data": self._document(_encode(run)),
+            "state": self._document(_encode(_state(run))),
         }
 
     async def _runs(self, where: str, params: dict[str, Any]) -> list[Run]:
@@ -672,7 +715,7 @@ class SqlStorage:
                 .where(
                     tool_calls.c.run_id == run_id, tool_calls.c.tool_call_id == result.tool_call_id
                 )
-                .values(result=self._count(_encode(result)))
+                .values(result=self._document(_encode(result)))
             )
 
     async def tool_records(
@@ -705,14 +748,14 @@ class SqlStorage:
                 )
             ).one()
         answer = standing.response
-        return standing.fingerprint, None if answer is None else msgspec.json.decode(answer)
+        return standing.fingerprint, None if answer is None else _decode_answer(answer)
 
     async def answer_key(self, scope: str, key: str, answer: str) -> None:
         async with self._write() as conn:
             await conn.execute(
                 update(idempotency_keys)
                 .where(idempotency_keys.c.scope == scope, idempotency_keys.c.key == key)
-                .values(response=_encode(answer))
+                .values(response=self._document(_encode(answer)))
             )
 
     async def release_key(self, scope: str, key: str) -> None:
@@ -753,9 +796,8 @@ class SqlStorage:
         )
         return [r for r in expired if r.agent_id in agent_ids]
 
-    async def _documents(self, sql: str, params: dict[str, Any], kind: type[T]) -> list[T]:
-        decode = msgspec.json.Decoder(kind).decode
-        return [decode(data) for (data,) in await self._fetch(sql, params)]
+    async def _documents(self, sql: str, params: dict[str, Any], decoder: _Decoder[T]) -> list[T]:
+        return decoder.all([data for (data,) in await self._fetch(sql, params)])
 
     async def _fetch(self, sql: str, params: dict[str, Any]) -> Sequence[Any]:
         """Rows of a read. SQLite reads run inline: an indexed read takes microseconds,

@@ -86,6 +86,9 @@ def test_a_keys_file_holds_digests_not_keys(tmp_path: Path) -> None:
     path.write_text(f"keys:\n  - {{sha256: {'a' * 64}, team: {'t' * 201}}}\n")
     with pytest.raises(ValueError, match=r"length <= 200 - at `\$.keys\[0\].team`"):
         auth.load(api_keys_file=str(path))
+    path.write_text(f'keys:\n  - {{sha256: {"a" * 64}, team: "t\\0"}}\n')  # YAML's escape
+    with pytest.raises(ValueError, match=r"team 't\\x00' has a control character"):
+        auth.load(api_keys_file=str(path))
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,14 @@
 """Bounds: the longest input the contract and the authentication accept is stored on both
 databases (PostgreSQL enforces a column's length, SQLite does not), and one character more
-is refused with its 4xx before anything is written."""
+is refused with its 4xx before anything is written; so is a U+0000 (NUL), which
+PostgreSQL's text cannot hold, while one in what a run makes is kept."""
 
 from __future__ import annotations
 
+import functools
+import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import jwt
@@ -15,6 +18,7 @@ from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar.spec import document
 from runpoint.agent import Agent, tool
 from runpoint.model import MAX_TOOL_CALL_ID_LENGTH, ModelRequest, ModelResponse
 from runpoint.plugins.demo import agents
@@ -52,10 +56,26 @@ def booking_turn(request: ModelRequest) -> ModelResponse:
     return ModelResponse(tool_calls=[ToolCall(call_id, "book", {"city": "Lima"})])
 
 
+NUL = "Paris\x00"
+
+
+@tool
+def say_nul() -> str:
+    """Answer with a NUL in the text."""
+    return NUL
+
+
+def nul_turn(request: ModelRequest) -> ModelResponse:
+    if request.messages[-1].role == "tool":
+        return ModelResponse(content=f"said {request.messages[-1].content}")
+    return ModelResponse(tool_calls=[ToolCall("say", "say_nul", {})])
+
+
 @pytest.fixture
 async def client(database: str) -> AsyncIterator[Client]:
     booker = Agent("booker", ScriptedModel(booking_turn), tools=[book])
-    app = create_app([*agents, booker], database=database, auth=auth.load(jwt_secret=SECRET))
+    nul = Agent("nul", ScriptedModel(nul_turn), tools=[say_nul])
+    app = create_app([*agents, booker, nul], database=database, auth=auth.load(jwt_secret=SECRET))
     async with AsyncTestClient(app) as client:
         client.headers.update(LONGEST_TEAM)
         yield client
@@ -163,3 +183,105 @@ async def test_one_character_over_a_bound_is_refused(
     response = await client.request(method, path, **request_)
     assert response.status_code == status, response.text
     assert (await client.get("/sessions")).json()["data"] == []  # nothing was written
+
+
+# a decision's result as form fields carry it: JSON text, in which a NUL is an escape
+TOOLS_TEXT = '[{"tool_call_id": "c", "result": "Paris\\u0000"}]'
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "request_", "where"),
+    [
+        ("POST", RUNS, {"json": {"message": NUL}}, "message"),
+        ("POST", RUNS, {"data": {"message": NUL}}, "message"),
+        ("POST", RUNS, {"data": {"message": "\x00"}}, "message"),
+        ("POST", RUNS, {"data": {"message": "Paris", "user_id": NUL}}, "user_id"),
+        ("POST", RUNS, {"data": PARIS, "headers": {"Idempotency-Key": NUL}}, "idempotency_key"),
+        ("POST", f"{RUNS}/r/continue", {"data": {"session_id": "s", "input": NUL}}, "input"),
+        ("POST", f"{RUNS}/r/continue", {"json": {"session_id": "s", "model": NUL}}, "model"),
+        ("POST", f"{RUNS}/r/continue", {"json": {"session_id": "s", "continue_from": NUL}},
+         "continue_from"),
+        ("POST", f"{RUNS}/r/continue", {"data": {"session_id": "s", "tools": TOOLS_TEXT}},
+         "tools[0]"),
+        ("POST", f"{RUNS}/r/continue",
+         {"json": {"session_id": "s", "tools": [{"tool_call_id": "c", "result": NUL}]}},
+         "tools[0].result"),
+        ("POST", f"{RUNS}/r/continue",
+         {"json": {"session_id": "s", "tools": [{"tool_call_id": NUL, "confirmed": True}]}},
+         "tools[0].tool_call_id"),
+        ("POST", "/v2/agents/sessions/s/checkpoints", {"json": {"label": NUL}}, "label"),
+        ("GET", "/v2/agents/sessions/s/checkpoints", {"params": {"page_token": "f\x00"}},
+         "page_token"),
+    ],
+    ids=["message (JSON)", "message (form)", "message (a NUL only)", "user_id", "Idempotency-Key",
+         "input", "model",
+         "continue_from", "tools (text)", "tools result", "tools tool_call_id", "label",
+         "page_token"],
+)  # fmt: skip
+async def test_a_nul_in_any_text_is_refused(
+    client: Client, method: str, path: str, request_: dict[str, Any], where: str
+) -> None:
+    response = await client.request(method, path, **request_)
+    assert response.status_code == 422, response.text
+    error = response.json()
+    assert error.get("detail", error.get("message")) == f"{where} must not contain U+0000 (NUL)"
+    assert (await client.get("/sessions")).json()["data"] == []  # nothing was written
+
+
+def test_every_text_a_request_carries_refuses_nul() -> None:
+    """The document says it for each string (the test above tries today's), a new one too."""
+    doc = document()
+
+    def deref(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = functools.reduce(dict.__getitem__, node["$ref"][2:].split("/"), doc)
+        return node
+
+    def strings(schema: dict[str, Any], where: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        schema = deref(schema)
+        kinds = schema.get("type", [])
+        if "string" in kinds and not {"enum", "const"} & schema.keys():
+            yield where, schema
+        for option in schema.get("anyOf", []):
+            yield from strings(option, where)
+        if "items" in schema:
+            yield from strings(schema["items"], f"{where}[]")
+        for name, field in schema.get("properties", {}).items():
+            yield from strings(field, f"{where}.{name}")
+
+    found: dict[str, dict[str, Any]] = {}
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            where = f"{method} {path}"
+            for parameter in map(deref, op.get("parameters", [])):
+                found |= dict(strings(parameter["schema"], f"{where} {parameter['name']}"))
+            for content in deref(op.get("requestBody", {})).get("content", {}).values():
+                found |= dict(strings(content["schema"], f"{where} body"))
+    assert len(found) > 20
+    for where, schema in found.items():
+        pattern = schema.get("pattern", "")
+        assert re.search(pattern, "Paris") and not re.search(pattern, NUL), where
+
+
+@pytest.mark.parametrize("team", ["t\x00", "t\n", "t\x7f", "t\x9f"])
+async def test_a_team_with_a_control_character_is_refused(client: Client, team: str) -> None:
+    response = await client.post(RUNS, data=PARIS, headers=team_token(team))
+    assert response.status_code == 401, response.text
+    assert response.json()["detail"] == "invalid token: its team has a control character"
+    assert (await client.get("/sessions")).json()["data"] == []
+
+
+async def test_what_a_run_makes_with_a_nul_reads_back_as_it_was(client: Client) -> None:
+    # not a NUL: JSON's escape of one, as text (a backslash, then u0000)
+    escape = "Paris \\u0000"
+    created = await client.post(RUNS, json={"message": escape, "stream": False})
+    assert created.status_code == 200, created.text
+    assert created.json()["run_input"] == escape
+
+    made = await client.post("/agents/nul/runs", json={"message": "go", "stream": False})
+    assert made.status_code == 200, made.text
+    run = made.json()
+    assert (run["status"], run["content"]) == ("COMPLETED", f"said {NUL}")
+    assert [t["result"] for t in run["tools"]] == [NUL]
+    read = await client.get(f"/agents/nul/runs/{run['run_id']}?session_id={run['session_id']}")
+    assert read.json() == run

@@ -5,13 +5,15 @@ describes (but for the public ones)."""
 
 from __future__ import annotations
 
-import tempfile
 import uuid
-from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import hypothesis
+import pytest
 import schemathesis
+from litestar import Litestar
+from litestar.types import Receive, Scope, Send
 from schemathesis.config import SchemathesisConfig
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -23,6 +25,7 @@ from schemathesis.specs.openapi.checks import (
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import create_app
 from runpoint.plugins.demo import agents
+from tests.conftest import BACKENDS, fresh_database
 
 from .conftest import SPEC, write_keys
 
@@ -43,16 +46,43 @@ CONFIG = {
 }
 
 
-# Collected at import (pytest fixtures cannot feed `parametrize`): the database lives in a
-# directory removed when the interpreter exits.
-_db = tempfile.TemporaryDirectory(prefix="runpoint-schemathesis-")
-_auth = auth.load(api_keys_file=str(write_keys(Path(_db.name) / "keys.yaml")))
-_app = create_app(agents, database=f"sqlite:///{_db.name}/runpoint.db", auth=_auth)
-api = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(CONFIG))
-api.app = _app
 ANONYMOUS = {"seed": 20261129, "generation": {"mode": "all", "max-examples": 3}}
+# On PostgreSQL the app's idle queue worker (pgqueuer) jitters its waits with the global
+# `random` while Hypothesis generates the next example in this thread: no strategy uses it.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Do not use the `random` module inside strategies"
+    ":hypothesis.errors.HypothesisDeprecationWarning"
+)
+
+
+class OnDatabase:
+    """The app on the database of the test that runs now. Schemathesis makes its tests at
+    import, from schemas that name their app, before any database exists (and pytest
+    fixtures cannot feed `parametrize`): this is the app they name."""
+
+    app: Litestar
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)
+
+
+served = OnDatabase()
+api = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(CONFIG))
 anonymous = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(ANONYMOUS))
-anonymous.app = _app
+api.app = anonymous.app = served
+
+
+@pytest.fixture(scope="module", params=BACKENDS, autouse=True)
+def on_each_database(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[None]:
+    """The app on each database, one for the module: the examples of one operation leave
+    runs and sessions behind for the next to find."""
+    directory = tmp_path_factory.mktemp("schemathesis")
+    with fresh_database(request, directory) as database:
+        keys = auth.load(api_keys_file=str(write_keys(directory / "keys.yaml")))
+        served.app = create_app(agents, database=database, auth=keys)
+        yield
 
 
 @api.hook
