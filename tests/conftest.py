@@ -22,6 +22,7 @@ from sqlalchemy.engine import make_url
 from runpoint.agent import Agent
 from runpoint.services import Runpoint
 from tests import postgres
+from tests.directory_state import DirectoryState
 
 OpenRunpoint = Callable[[Iterable[Agent]], Awaitable[Runpoint]]
 BACKENDS = ("sqlite", "postgresql")
@@ -117,3 +118,9 @@ async def open_runpoint(database: str) -> AsyncIterator[OpenRunpoint]:
     yield open_
     for runpoint in opened:
         await runpoint.close()
+
+
+@pytest.fixture
+def state(tmp_path: Path) -> DirectoryState:
+    """A state-capture plugin keeping each session's files in a directory."""
+    return DirectoryState(tmp_path / "sandboxes")

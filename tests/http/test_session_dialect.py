@@ -23,11 +23,6 @@ Client = httpx.AsyncClient
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> DirectoryState:
-    return DirectoryState(tmp_path / "sandboxes")
-
-
-@pytest.fixture
 def rp(database: str, state: DirectoryState) -> Runpoint:
     return Runpoint(agents, database=database, host=PluginHost([state]))
 

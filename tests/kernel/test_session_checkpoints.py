@@ -4,7 +4,6 @@ state-capture plugins, locks."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -17,11 +16,6 @@ from runpoint.services import Runpoint
 from runpoint.types import Run, RunStatus, Segment, SessionCheckpointStatus
 from tests.directory_state import DirectoryState
 from tests.kernel.test_context import Recorder, turn
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> DirectoryState:
-    return DirectoryState(tmp_path / "sandboxes")
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -30,11 +29,6 @@ from tests.kernel.test_context import Recorder, turn
 
 T = TypeVar("T")
 LEASE_SECONDS = 0.5
-
-
-@pytest.fixture
-def state(tmp_path: Path) -> DirectoryState:
-    return DirectoryState(tmp_path / "sandboxes")
 
 
 @pytest.fixture
@@ -63,6 +57,17 @@ async def until_open(attempt: Callable[[], Awaitable[T]]) -> T:
 
 async def run(rp: Runpoint, message: str, session_id: str | None = None) -> Run:
     return await (await rp.create_run("echo", message, session_id=session_id)).result()
+
+
+async def rollback_left_by_a_kill(rp: Runpoint) -> tuple[Run, SessionCheckpoint, Run]:
+    """Runs "a" then "b" in a session, checkpointed between them, and the session locked
+    by a rollback to that checkpoint whose lease ran out, as a kill leaves it."""
+    first = await run(rp, "a")
+    checkpoint = await rp.session_checkpoints.create(first.session_id)
+    second = await run(rp, "b", first.session_id)
+    dead = Rollback(checkpoint.checkpoint_id, Lease("dead", now() - 1))
+    assert await rp.storage.lock_session(first.session_id, "rollback", dead)
+    return first, checkpoint, second
 
 
 async def test_a_rollback_whose_process_died_is_completed_by_the_next_request(
@@ -101,12 +106,8 @@ async def test_a_rollback_whose_process_died_is_completed_by_the_next_request(
 async def test_the_run_dialect_completes_a_rollback_whose_process_died(
     rp: Runpoint, recorder: Recorder, request_: str
 ) -> None:
-    first = await run(rp, "a")
+    first, _, second = await rollback_left_by_a_kill(rp)
     session_id = first.session_id
-    checkpoint = await rp.session_checkpoints.create(session_id)
-    second = await run(rp, "b", session_id)
-    dead = Rollback(checkpoint.checkpoint_id, Lease("dead", now() - 1))  # as a kill leaves it
-    assert await rp.storage.lock_session(session_id, "rollback", dead)
     if request_ == "new run":
         await run(rp, "c", session_id)
         assert recorder.seen[-1] == [*turn("a"), ("user", "c")]
@@ -194,12 +195,8 @@ async def test_a_lease_taken_over_is_lost_to_its_first_holder(rp: Runpoint) -> N
 async def test_a_rollback_left_that_cannot_be_completed_unlocks_the_session_as_it_is(
     rp: Runpoint, state: DirectoryState, left: str
 ) -> None:
-    first = await run(rp, "a")
+    first, checkpoint, second = await rollback_left_by_a_kill(rp)
     session_id = first.session_id
-    checkpoint = await rp.session_checkpoints.create(session_id)
-    second = await run(rp, "b", session_id)
-    dead = Rollback(checkpoint.checkpoint_id, Lease("dead", now() - 1))  # as a kill leaves it
-    assert await rp.storage.lock_session(session_id, "rollback", dead)
     if left == "checkpoint deleted":
         await rp.storage.delete_session_checkpoint(checkpoint.checkpoint_id)
     else:
