@@ -13,7 +13,7 @@ from runpoint.errors import Conflict, Locked, NotContinuable, NotFound
 from runpoint.host import PluginHost
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.services import Runpoint
-from runpoint.types import Run, RunStatus, Segment, SessionCheckpointStatus
+from runpoint.types import Run, RunStatus, Segment, SessionCheckpoint, SessionCheckpointStatus
 from tests.directory_state import DirectoryState
 from tests.kernel.test_context import Recorder, turn
 
@@ -37,6 +37,20 @@ async def sql(rp: Runpoint, query: str, **params: object) -> list[tuple[object, 
 
 async def run(rp: Runpoint, message: str, session_id: str | None = None) -> Run:
     return await (await rp.create_run("echo", message, session_id=session_id)).result()
+
+
+async def checkpointed_between_two_runs(
+    rp: Runpoint, state: DirectoryState
+) -> tuple[Run, SessionCheckpoint, Run]:
+    """Runs "a" then "b" in a session whose directory holds f: "at a" at the checkpoint
+    taken between them, "after b" now."""
+    first = await run(rp, "a")
+    state.directory(first.session_id).mkdir(parents=True)
+    (state.directory(first.session_id) / "f").write_bytes(b"at a")
+    checkpoint = await rp.session_checkpoints.create(first.session_id)
+    second = await run(rp, "b", first.session_id)
+    (state.directory(first.session_id) / "f").write_bytes(b"after b")
+    return first, checkpoint, second
 
 
 async def start_in_flight(rp: Runpoint, session_id: str, agent_id: str = "echo") -> Run:
@@ -185,13 +199,8 @@ async def test_a_capture_that_fails_makes_a_failed_checkpoint(
 async def test_fork_makes_count_sessions_at_the_checkpoint(
     rp: Runpoint, state: DirectoryState, recorder: Recorder, count: int
 ) -> None:
-    first = await run(rp, "a")
+    first, checkpoint, _ = await checkpointed_between_two_runs(rp, state)
     session_id = first.session_id
-    state.directory(session_id).mkdir(parents=True)
-    (state.directory(session_id) / "f").write_bytes(b"at a")
-    checkpoint = await rp.session_checkpoints.create(session_id)
-    await run(rp, "b", session_id)
-    (state.directory(session_id) / "f").write_bytes(b"after b")
     messages = (await sql(rp, "SELECT count(*) FROM messages"))[0]
 
     forked_at, forks = await rp.session_checkpoints.fork(

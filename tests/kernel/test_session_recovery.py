@@ -26,6 +26,7 @@ from runpoint.types import (
 from tests.directory_state import DirectoryState
 from tests.kernel import crashing_session
 from tests.kernel.test_context import Recorder, turn
+from tests.kernel.test_session_checkpoints import checkpointed_between_two_runs, run
 
 T = TypeVar("T")
 LEASE_SECONDS = 0.5
@@ -55,10 +56,6 @@ async def until_open(attempt: Callable[[], Awaitable[T]]) -> T:
                 await asyncio.sleep(0.05)
 
 
-async def run(rp: Runpoint, message: str, session_id: str | None = None) -> Run:
-    return await (await rp.create_run("echo", message, session_id=session_id)).result()
-
-
 async def rollback_left_by_a_kill(rp: Runpoint) -> tuple[Run, SessionCheckpoint, Run]:
     """Runs "a" then "b" in a session, checkpointed between them, and the session locked
     by a rollback to that checkpoint whose lease ran out, as a kill leaves it."""
@@ -73,13 +70,8 @@ async def rollback_left_by_a_kill(rp: Runpoint) -> tuple[Run, SessionCheckpoint,
 async def test_a_rollback_whose_process_died_is_completed_by_the_next_request(
     rp: Runpoint, state: DirectoryState, recorder: Recorder, database: str
 ) -> None:
-    first = await run(rp, "a")
+    first, checkpoint, second = await checkpointed_between_two_runs(rp, state)
     session_id = first.session_id
-    state.directory(session_id).mkdir(parents=True)
-    (state.directory(session_id) / "f").write_bytes(b"at a")
-    checkpoint = await rp.session_checkpoints.create(session_id)
-    second = await run(rp, "b", session_id)
-    (state.directory(session_id) / "f").write_bytes(b"after b")
 
     await crashing_session.kill(
         database, state.root, session_id, "rollback", checkpoint.checkpoint_id
