@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     from litestar import Litestar
@@ -59,8 +60,9 @@ def load_agents(spec: str) -> Iterable[Agent]:
 
 
 def database_url(db: str) -> str:
-    """A database URL as given, or a file path as a SQLite URL."""
-    return db if "://" in db else f"sqlite:///{Path(db).resolve()}"
+    """A database URL as given (`postgresql://...`, `memory:`), or a file path as a SQLite
+    URL (a one-letter scheme is a Windows drive)."""
+    return db if len(urlsplit(db).scheme) > 1 else f"sqlite:///{Path(db).resolve()}"
 
 
 def auth_from_env() -> Auth:

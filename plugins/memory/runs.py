@@ -1,0 +1,85 @@
+"""Runs: inserts, one writer per run, cancel flags, leases and tool call records."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+import msgspec
+
+from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
+from runpoint.types import Checkpoint, Message, Run
+
+
+class Runs(Tables):
+    async def create_runs(
+        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+    ) -> None:
+        for session_id in {r.session_id for r in runs}:
+            if session := self._sessions.get(session_id):
+                self._refuse_locked(session)
+        self._refuse_taken_runs(runs)
+        self._insert_runs(runs, incoming)
+
+    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+        if session := self._sessions.get(run.session_id):
+            self._refuse_locked(session)
+        self._refuse_in_flight(run.session_id)
+        self._refuse_taken_runs([run])
+        live = self._live_runs(run.session_id)
+        run = msgspec.structs.replace(run, previous_run_id=live[-1].run_id if live else None)
+        self._insert_runs([run], {run.run_id: incoming})
+        return run
+
+    async def get_run(self, run_id: str) -> Run | None:
+        run = self._runs.get(run_id)
+        return None if run is None else copy(run)
+
+    async def list_runs(self, session_id: str) -> list[Run]:
+        return [copy(r) for r in self._live_runs(session_id)]
+
+    async def save(
+        self,
+        run: Run,
+        messages: Sequence[Message],
+        checkpoint: Checkpoint | None,
+        *,
+        intents: Sequence[str] = (),
+    ) -> None:
+        self._save(run, messages, checkpoint, intents)
+
+    async def request_cancel(self, run_id: str) -> bool:
+        run = self._runs.get(run_id)
+        if run is None or run.status not in IN_FLIGHT:
+            return False
+        run.cancel_requested = True
+        return True
+
+    async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
+        for run_id in run_ids:
+            run = self._runs.get(run_id)
+            if run is not None and run.lease_owner == owner and run.status in IN_FLIGHT:
+                run.lease_expires_at = until
+
+    async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
+        return [
+            copy(r)
+            for r in self._runs.values()
+            if r.status in IN_FLIGHT
+            and r.agent_id in agent_ids
+            and (r.lease_expires_at is None or r.lease_expires_at < before)
+        ]
+
+    async def record_tool_result(self, run_id: str, result: Message) -> None:
+        call = (run_id, result.tool_call_id or "")
+        if call in self._tool_calls:
+            self._tool_calls[call] = copy(result)
+
+    async def tool_records(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> dict[str, Message | None]:
+        records = {}
+        for call_id in tool_call_ids:
+            if (run_id, call_id) in self._tool_calls:
+                result = self._tool_calls[run_id, call_id]
+                records[call_id] = None if result is None else copy(result)
+        return records

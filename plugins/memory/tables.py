@@ -1,0 +1,133 @@
+"""The in-memory store's tables, and what more than one of its roles does with them.
+
+Every method runs to completion without awaiting anything, so under asyncio each one is
+atomic: no lock is needed. Structs are copied in and out, as a database would, so a
+caller changing a `Run` it read or wrote does not change what is stored.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+
+from runpoint.errors import Conflict, Locked
+from runpoint.types import (
+    Checkpoint,
+    Message,
+    Run,
+    RunStatus,
+    Session,
+    SessionCheckpoint,
+)
+
+T = TypeVar("T", bound=msgspec.Struct)
+IN_FLIGHT = (RunStatus.PENDING, RunStatus.RUNNING)
+_encode = msgspec.msgpack.Encoder().encode
+_decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
+
+
+def copy(struct: T) -> T:
+    """A deep copy (a msgpack round trip: faster than `copy.deepcopy`, and exact)."""
+    kind = type(struct)
+    decoder = _decoders.get(kind) or _decoders.setdefault(kind, msgspec.msgpack.Decoder(kind))
+    copied: T = decoder.decode(_encode(struct))
+    return copied
+
+
+class SessionCheckpointRow(msgspec.Struct):
+    seq: int  # its position: creation order across the store
+    checkpoint: SessionCheckpoint
+    capture: bytes | None = None
+
+
+class Tables:
+    """The rows, by key: each role of the store is a subclass."""
+
+    def __init__(self, url: str = "memory:") -> None:
+        self.url = url
+        self._sessions: dict[str, Session] = {}
+        self._runs: dict[str, Run] = {}
+        # a session's run ids in the order they were inserted (its newest run is last)
+        self._session_runs: dict[str, list[str]] = {}
+        # a run's own messages and checkpoints, by index
+        self._messages: dict[str, dict[int, Message]] = {}
+        self._checkpoints: dict[str, dict[int, Checkpoint]] = {}
+        self._tool_calls: dict[tuple[str, str], Message | None] = {}
+        self._keys: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
+        self._seq = itertools.count(1)
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    def _live_runs(self, session_id: str) -> list[Run]:
+        runs = (self._runs[i] for i in self._session_runs.get(session_id, ()))
+        return [r for r in runs if not r.hidden]
+
+    def _insert_runs(self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]]) -> None:
+        """Insert runs (checked already); each with its incoming messages, saved exactly as
+        `save` writes a boundary (which bumps the caller's `Run` too)."""
+        for run in runs:
+            self._runs[run.run_id] = copy(run)
+            self._session_runs.setdefault(run.session_id, []).append(run.run_id)
+        for run in runs:
+            if messages := incoming.get(run.run_id):
+                self._save(run, messages)
+
+    def _save(
+        self,
+        run: Run,
+        messages: Sequence[Message],
+        checkpoint: Checkpoint | None = None,
+        intents: Sequence[str] = (),
+    ) -> None:
+        """A boundary, as `save` writes it (see `runpoint.storage.Storage.save`)."""
+        stored = self._runs.get(run.run_id)
+        session = self._sessions.get(run.session_id)
+        if stored is None or session is None or stored.revision != run.revision:
+            raise Conflict(f"run {run.run_id} was changed by another writer")
+        # one place in the session's event log per message, then one for the boundary
+        session.event_seq += len(messages) + 1
+        first = run.message_count - len(messages)
+        rows = self._messages.setdefault(run.run_id, {})
+        rows.update((first + i, copy(m)) for i, m in enumerate(messages))
+        if checkpoint is not None:
+            marks = self._checkpoints.setdefault(run.run_id, {})
+            marks[checkpoint.message_index] = msgspec.structs.replace(
+                copy(checkpoint), event_seq=session.event_seq
+            )
+        for call_id in intents:
+            self._tool_calls.setdefault((run.run_id, call_id), None)
+        # the store owns these: a writer reads them back, never writes them
+        self._runs[run.run_id] = msgspec.structs.replace(
+            copy(run),
+            revision=run.revision + 1,
+            hidden=stored.hidden,
+            cancel_requested=stored.cancel_requested,
+        )
+        run.revision += 1
+        run.cancel_requested = stored.cancel_requested
+
+    def _refuse_taken_runs(self, runs: Sequence[Run]) -> None:
+        ids = [r.run_id for r in runs]
+        if len(set(ids)) < len(ids) or any(i in self._runs for i in ids):
+            raise Conflict(f"run {', '.join(ids)} already exists")
+
+    def _refuse_in_flight(self, session_id: str) -> None:
+        for run in self._live_runs(session_id):
+            if run.status in IN_FLIGHT:
+                raise Conflict(
+                    f"run {run.run_id} of session {session_id} is in flight; "
+                    "wait for it to finish, or cancel it"
+                )
+
+    @staticmethod
+    def _refuse_locked(session: Session) -> None:
+        if session.locked is not None:
+            raise Locked.session(session.locked)

@@ -1,0 +1,50 @@
+"""Transcripts laid out by segments, and their checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+
+from runpoint.plugins.memory.tables import T, Tables, copy
+from runpoint.types import Checkpoint, Message, Role, Segment
+
+
+class Transcripts(Tables):
+    async def read_messages(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[Message]:
+        found = []
+        for rows, lo, hi in self._cut(self._messages, segments, upto):
+            found += [copy(rows[i]) for i in range(max(lo, start), hi) if i in rows]
+        return found
+
+    async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
+        for rows, lo, hi in reversed(list(self._cut(self._messages, segments, before))):
+            for i in range(hi - 1, lo - 1, -1):
+                if i in rows and rows[i].role == role:
+                    return i
+        return None
+
+    async def list_checkpoints(
+        self, segments: Sequence[Segment], upto: int | None = None
+    ) -> list[Checkpoint]:
+        # a segment's checkpoints lie in (start, end]: the one at a fork point is its source's
+        found = [
+            copy(mark)
+            for marks, lo, hi in self._cut(self._checkpoints, segments, upto)
+            for i, mark in marks.items()
+            if lo < i <= hi
+        ]
+        return sorted(found, key=lambda c: c.message_index)
+
+    @staticmethod
+    def _cut(
+        table: Mapping[str, dict[int, T]], segments: Sequence[Segment], upto: int | None
+    ) -> Iterator[tuple[dict[int, T], int, int]]:
+        """For each segment, its run's rows in `table` and its bounds [start, end), cut at
+        `upto` and past the last row."""
+        for segment in segments:
+            rows = table.get(segment.run_id, {})
+            last = max(rows, default=segment.start)
+            end = min(e for e in (segment.end, upto, last + 1) if e is not None)
+            if segment.start < end:
+                yield rows, segment.start, end
