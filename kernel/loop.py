@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import pluggy
 
 from runpoint import transcript as tx
 from runpoint.agent import Agent
+from runpoint.host import RunHooks
 from runpoint.model import (
     MAX_TOOL_CALL_ID_LENGTH,
     Model,
@@ -56,7 +56,7 @@ class RunTask:
     policy: CheckpointPolicy
     storage: Storage
     leases: Leases
-    hook: pluggy.HookRelay
+    hook: RunHooks
     run: Run
     emit: Callable[[RunEvent], None]
     incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
@@ -337,7 +337,7 @@ class RunTask:
         )
 
 
-def announce(hook: pluggy.HookRelay, run: Run, incoming: Sequence[Message]) -> None:
+def announce(hook: RunHooks, run: Run, incoming: Sequence[Message]) -> None:
     """Tell plugins about a run's input, written with the run (the last messages of its
     `message_count`)."""
     first = run.message_count - len(incoming)

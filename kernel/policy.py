@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal, Protocol
 
 import msgspec
@@ -23,3 +24,9 @@ class Boundary(msgspec.Struct, frozen=True):
 
 class CheckpointPolicy(Protocol):
     def is_checkpoint(self, boundary: Boundary) -> bool: ...
+
+
+# What a plugin registers under a policy's name: called with an agent's
+# `checkpoint_options` as keyword arguments when the server starts (and for each
+# execution), it refuses options it cannot take by raising.
+CheckpointPolicyFactory = Callable[..., CheckpointPolicy]
