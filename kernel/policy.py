@@ -7,9 +7,18 @@ from typing import Literal, Protocol
 
 import msgspec
 
+from runpoint.agent import Agent, Effect
+
 # "tool_batch": every call of a model turn has its result; "end": the run stopped
 # (COMPLETED, ERROR or CANCELLED). A paused run is not at a boundary: it waits mid-turn.
 BoundaryKind = Literal["tool_batch", "end"]
+
+
+class BatchCall(msgspec.Struct, frozen=True):
+    """One call of the tool batch a boundary closes."""
+
+    tool_name: str
+    effect: Effect | None  # None: the agent has no tool of that name (the call ran nothing)
 
 
 class Boundary(msgspec.Struct, frozen=True):
@@ -18,8 +27,13 @@ class Boundary(msgspec.Struct, frozen=True):
 
     kind: BoundaryKind
     message_index: int
+    # Counted over the run's whole transcript from index 0, the prefix a fork or a
+    # continuation inherits included: every run that reaches a boundary, however many
+    # executions it took, sees the same counts there.
     model_turns: int
-    tool_batches: int
+    tool_batches: int  # the batches with all their results
+    agent: Agent
+    batch: tuple[BatchCall, ...] = ()  # the batch this boundary closes; none at "end"
 
 
 class CheckpointPolicy(Protocol):
