@@ -178,10 +178,30 @@ def lock_session(db: str, session_id: str, lock: bool) -> str:
     return asyncio.run(change())
 
 
+def list_plugins() -> str:
+    """The loaded plugins: each one's distribution, hooks and the names it registers."""
+    from runpoint.errors import ConfigurationError
+    from runpoint.host import PluginHost
+
+    try:
+        plugins = PluginHost().plugins()
+    except ConfigurationError as exc:  # two plugins claim one name, say
+        raise SystemExit(f"runpoint: {exc}") from None
+    lines = []
+    for plugin in plugins:
+        lines.append(
+            f"{plugin.name}  ({plugin.distribution})" if plugin.distribution else plugin.name
+        )
+        for hook, names in plugin.hooks.items():
+            lines.append(f"  {hook}: {', '.join(names)}" if names else f"  {hook}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="runpoint", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
+    sub.add_parser("plugins", help="list the loaded plugins, their hooks and what they register")
     run = sub.add_parser("serve", help="serve the run dialect over HTTP")
     run.add_argument("--app", default=DEFAULT_APP, help="agents to serve, as module:attribute")
     run.add_argument("--db", default=os.environ.get(DB_ENV, DEFAULT_DB), help=DB_HELP)
@@ -223,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         from importlib.metadata import version
 
         print(version("runpoint"))
+    elif args.command == "plugins":
+        print(list_plugins())
     elif args.command == "serve":
         serve(args)
     elif args.command == "db":

@@ -123,6 +123,8 @@ class Agent:
     tools: list[Callable[..., Any] | Tool] = field(default_factory=list)
     # a policy name: "tool-batch", "runs", or one a plugin registers
     checkpoint: str = "tool-batch"
+    # the policy's options, e.g. {"n": 3} for "every-n-turns"; bad ones fail at start-up
+    checkpoint_options: dict[str, Any] = field(default_factory=dict)
     # how many earlier runs of the session the model sees; None: all, 0: none
     history_runs: int | None = None
     max_turns: int = 20

@@ -2,6 +2,8 @@
 
 Hooks are synchronous: they register things or notify. Asynchronous work lives on the
 objects they register (`Model`, `Storage`, `SessionState`), which are `typing.Protocol`s.
+A notification that raises is logged and the run goes on; a name two plugins register
+is refused at start-up (see `runpoint.host`).
 Implement a hook with the `runpoint.hookimpl` marker, in a module named by an entry point
 of the group ``runpoint``::
 
@@ -18,7 +20,7 @@ from collections.abc import Mapping, Sequence
 import pluggy
 
 from runpoint.model import ModelProvider
-from runpoint.policy import CheckpointPolicy
+from runpoint.policy import CheckpointPolicyFactory
 from runpoint.runqueue import RunQueueFactory
 from runpoint.session_state import SessionState
 from runpoint.storage import StorageFactory
@@ -66,8 +68,9 @@ def runpoint_run_finished(run: Run) -> None:
 
 
 @hookspec
-def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicy]:
-    """Register checkpoint policies by the name agents choose them with."""
+def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicyFactory]:
+    """Register checkpoint policies by the name agents choose them with: a factory
+    (a class, say) that takes an agent's `checkpoint_options` as keyword arguments."""
     raise NotImplementedError
 
 

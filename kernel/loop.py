@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-import pluggy
 
 from runpoint import transcript as tx
 from runpoint.agent import Agent
+from runpoint.host import RunHooks
 from runpoint.model import (
     MAX_TOOL_CALL_ID_LENGTH,
     Model,
@@ -27,7 +27,7 @@ from runpoint.model import (
     TextDelta,
     ToolCallDelta,
 )
-from runpoint.policy import Boundary, BoundaryKind, CheckpointPolicy
+from runpoint.policy import BatchCall, Boundary, BoundaryKind, CheckpointPolicy
 from runpoint.recovery import Leases
 from runpoint.storage import Storage
 from runpoint.types import (
@@ -56,7 +56,7 @@ class RunTask:
     policy: CheckpointPolicy
     storage: Storage
     leases: Leases
-    hook: pluggy.HookRelay
+    hook: RunHooks
     run: Run
     emit: Callable[[RunEvent], None]
     incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
@@ -67,8 +67,13 @@ class RunTask:
     decisions: Mapping[str, Decision] = field(default_factory=dict, init=False)
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     resumed: bool = False
-    model_turns: int = 0
+    model_turns: int = 0  # this execution's
     tool_batches: int = 0
+    # those of the transcript as loaded (a fork's inherited prefix, earlier executions'):
+    # a policy sees counts over the whole transcript. Counted in the messages the loop
+    # reads whole anyway, so nothing is stored that could disagree with the transcript.
+    turns_before: int = 0
+    batches_before: int = 0
 
     async def execute(self) -> Run:
         accepted = self.run.status is RunStatus.PENDING
@@ -118,6 +123,7 @@ class RunTask:
             *await self.storage.read_messages(run.segments, written),
             *self.incoming,
         ]
+        self.turns_before, self.batches_before = tx.turns_and_batches(self.transcript)
         previous, depth = run.previous_run_id, self.agent.history_runs
         while previous is not None and (depth is None or depth > 0):
             earlier = await self.storage.get_run(previous)
@@ -199,7 +205,7 @@ class RunTask:
         self.tool_batches += 1
         executions = tx.tool_executions(self.transcript)[-len(calls) :]
         self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
-        await self.boundary("tool_batch")
+        await self.boundary("tool_batch", calls)
 
     async def outcome(self, call: ToolCall, records: dict[str, Message | None]) -> Message:
         """The result of one call: replayed if it finished before, given by a person, or
@@ -292,11 +298,21 @@ class RunTask:
             run=self.run, message=message, index=len(self.transcript) - 1
         )
 
-    async def boundary(self, kind: BoundaryKind) -> None:
+    async def boundary(self, kind: BoundaryKind, batch: Sequence[ToolCall] = ()) -> None:
         """Ask the policy; write the checkpoint and the messages it closes together."""
         # A run that failed mid-batch ends at the last whole boundary before it.
         index = tx.safe_boundary(self.transcript, len(self.transcript))
-        boundary = Boundary(kind, index, self.model_turns, self.tool_batches)
+        tools = self.agent.tool_map
+        boundary = Boundary(
+            kind=kind,
+            message_index=index,
+            model_turns=self.turns_before + self.model_turns,
+            tool_batches=self.batches_before + self.tool_batches,
+            agent=self.agent,
+            batch=tuple(
+                BatchCall(c.name, tools[c.name].effect if c.name in tools else None) for c in batch
+            ),
+        )
         checkpoint = None
         if self.policy.is_checkpoint(boundary):
             last = self.transcript[index - 1] if index else None
@@ -337,7 +353,7 @@ class RunTask:
         )
 
 
-def announce(hook: pluggy.HookRelay, run: Run, incoming: Sequence[Message]) -> None:
+def announce(hook: RunHooks, run: Run, incoming: Sequence[Message]) -> None:
     """Tell plugins about a run's input, written with the run (the last messages of its
     `message_count`)."""
     first = run.message_count - len(incoming)

@@ -138,7 +138,7 @@ class Runpoint:
         self._active: dict[str, RunTask] = {}
         self._background: set[asyncio.Task[Any]] = set()
         for agent in self.agents.values():  # fail at start-up, not at the first run
-            self.host.policy(agent.checkpoint)
+            self.host.policy(agent)
             if isinstance(agent.model, str):
                 self.host.model(agent.model)
 
@@ -621,7 +621,7 @@ class Runpoint:
             agent=agent,
             model=self.host.model(model) if model else self._model(agent),
             policy_name=agent.checkpoint,
-            policy=self.host.policy(agent.checkpoint),
+            policy=self.host.policy(agent),
             storage=self.storage,
             leases=self.leases,
             hook=self.host.hook,

@@ -19,6 +19,17 @@ def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     return []
 
 
+def turns_and_batches(messages: Sequence[Message]) -> tuple[int, int]:
+    """How many model turns the transcript holds, and how many tool batches with all
+    their results."""
+    turns = batches = 0
+    for message in messages:
+        if message.role == "assistant":
+            turns += 1
+            batches += bool(message.tool_calls)
+    return turns, batches - bool(unanswered_calls(messages))
+
+
 def safe_boundary(messages: Sequence[Message], k: int) -> int:
     """The largest boundary <= k that does not split a tool call from its result."""
     while k > 0:

@@ -1,9 +1,9 @@
-"""The built-in checkpoint policies."""
+"""The built-in checkpoint policies (they take no options)."""
 
 from collections.abc import Mapping
 
 from runpoint import hookimpl
-from runpoint.policy import Boundary, CheckpointPolicy
+from runpoint.policy import Boundary, CheckpointPolicyFactory
 
 
 class ToolBatchPolicy:
@@ -21,5 +21,5 @@ class RunsPolicy:
 
 
 @hookimpl
-def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicy]:
-    return {"tool-batch": ToolBatchPolicy(), "runs": RunsPolicy()}
+def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicyFactory]:
+    return {"tool-batch": ToolBatchPolicy, "runs": RunsPolicy}

@@ -1,16 +1,22 @@
-"""The plugin host: entry points, the disable switch, validation, third-party policies."""
+"""The plugin host: entry points, the disable switch, validation, third-party policies,
+observers that fail, names two plugins claim, and `runpoint plugins`."""
 
 from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
 
 import pluggy
 import pytest
 
 from runpoint import hookimpl
+from runpoint.adapters.cli import main
 from runpoint.agent import Agent
 from runpoint.errors import ConfigurationError
 from runpoint.host import PluginHost
 from runpoint.plugins.demo import get_population
 from runpoint.services import Runpoint
+from runpoint.types import Checkpoint, RunStatus
 from tests.conftest import OpenRunpoint
 
 
@@ -25,8 +31,8 @@ def test_plugins_can_be_disabled_by_name(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ConfigurationError, match="no model provider 'scripted'"):
         host.model("scripted:demo")
     with pytest.raises(ConfigurationError, match="no checkpoint policy named 'every-n-turns'"):
-        host.policy("every-n-turns")
-    assert host.policy("tool-batch") is not None
+        host.policy(Agent(id="a", model="scripted:demo", checkpoint="every-n-turns"))
+    assert host.policy(Agent(id="a", model="scripted:demo")) is not None
 
 
 def test_a_hook_that_matches_no_spec_fails_loudly() -> None:
@@ -48,11 +54,14 @@ def test_unknown_names_fail_at_start_up() -> None:
         Runpoint([Agent(id="a", model="gpt")])
 
 
-async def test_a_third_party_policy_is_chosen_by_name(
-    open_runpoint: OpenRunpoint, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("RUNPOINT_EVERY_N_TURNS", "2")
-    agent = Agent(id="a", model="scripted:demo", tools=[get_population], checkpoint="every-n-turns")
+async def test_a_third_party_policy_is_chosen_by_name(open_runpoint: OpenRunpoint) -> None:
+    agent = Agent(
+        id="a",
+        model="scripted:demo",
+        tools=[get_population],
+        checkpoint="every-n-turns",
+        checkpoint_options={"n": 2},
+    )
     rp = await open_runpoint([agent])
     run = await (await rp.create_run("a", "Paris, Tokyo, Lagos and Kyoto")).result()
     _, timeline = await rp.timeline(run.run_id)
@@ -116,3 +125,96 @@ async def test_run_hooks_are_called_in_order(database: str) -> None:
         "checkpoint",
         "finished",
     ]
+
+
+async def test_an_observer_that_raises_is_logged_and_the_run_goes_on(
+    database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    written: list[int] = []
+
+    class Broken:
+        @hookimpl
+        def runpoint_checkpoint_written(self) -> None:
+            raise RuntimeError("the metrics endpoint is down\nand says so on two lines")
+
+    class Counting:
+        @hookimpl
+        def runpoint_checkpoint_written(self, checkpoint: Checkpoint) -> None:
+            written.append(checkpoint.message_index)
+
+    agent = Agent(id="a", model="scripted:demo", tools=[get_population])
+    host = PluginHost([Broken(), Counting()])
+    async with Runpoint([agent], database=database, host=host) as rp:
+        with caplog.at_level(logging.WARNING, logger="runpoint.host"):
+            run = await (await rp.create_run("a", "Paris")).result()
+        _, timeline = await rp.timeline(run.run_id)
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert written == [c.message_index for c in timeline] == [3, 4]
+    # one line per failure, naming the plugin and the hook; no traceback
+    assert [(r.getMessage(), r.exc_info) for r in caplog.records] == 2 * [
+        (
+            "plugin Broken failed in runpoint_checkpoint_written: "
+            "RuntimeError('the metrics endpoint is down\\nand says so on two lines')",
+            None,
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("hook", "name", "owner", "what"),
+    [
+        ("runpoint_checkpoint_policies", "tool-batch", "policies", "checkpoint policy"),
+        ("runpoint_model_providers", "scripted", "scripted", "model provider"),
+        ("runpoint_storage_backends", "sqlite", "sql", "storage"),
+    ],
+)
+def test_a_name_two_plugins_register_fails_at_start_up(
+    hook: str, name: str, owner: str, what: str
+) -> None:
+    class Copycat:
+        pass
+
+    setattr(Copycat, hook, hookimpl(lambda self: {name: object()}))
+    with pytest.raises(ConfigurationError) as refused:
+        PluginHost([Copycat()])
+    both = f"plugins {owner!r} and 'Copycat' both register the {what} {name!r}"
+    assert str(refused.value) == both
+
+
+def test_hook_wrappers_are_refused() -> None:
+    class Wrapping:
+        @hookimpl(wrapper=True)
+        def runpoint_run_started(self) -> object:
+            return (yield)
+
+    with pytest.raises(ConfigurationError, match=r"no wrappers: Wrapping\.runpoint_run_started"):
+        PluginHost([Wrapping()])
+
+
+def test_runpoint_plugins_lists_the_plugins_their_hooks_and_names(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RUNPOINT_DISABLE_PLUGINS", "openai,anthropic")
+    assert main(["plugins"]) == 0
+    listed = capsys.readouterr().out
+    assert listed.startswith("every_n_turns  (runpoint-every-n-turns 0.1.0)\n")
+    assert "\npolicies  (runpoint 0.1.0)\n  runpoint_checkpoint_policies: runs, tool-batch\n" in (
+        listed
+    )
+    assert "  runpoint_model_providers: scripted\n" in listed
+    assert "  runpoint_storage_backends: postgresql, sqlite\n" in listed
+    assert "openai" not in listed
+
+
+def test_the_host_describes_an_observer_by_its_hooks() -> None:
+    class Watcher:
+        @hookimpl
+        def runpoint_run_started(self) -> None: ...
+
+        @hookimpl
+        def runpoint_run_queues(self) -> Mapping[str, object]:
+            return {"sqlite": object()}
+
+    [watcher] = [p for p in PluginHost([Watcher()]).plugins() if p.name == "Watcher"]
+    assert watcher.distribution is None
+    assert watcher.hooks == {"runpoint_run_queues": ["sqlite"], "runpoint_run_started": []}

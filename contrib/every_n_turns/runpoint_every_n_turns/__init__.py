@@ -1,20 +1,21 @@
 """A checkpoint policy written against runpoint's public hooks only.
 
-``every-n-turns`` marks a resume point after every N-th model turn that called tools
-(N from the environment variable ``RUNPOINT_EVERY_N_TURNS``, default 2), and at the end.
+``every-n-turns`` marks a resume point after every N-th model turn that called tools, and
+at the end. N is the agent's option ``n`` (default 2)::
+
+    Agent(..., checkpoint="every-n-turns", checkpoint_options={"n": 3})
 """
 
-import os
 from collections.abc import Mapping
 
 from runpoint import hookimpl
-from runpoint.policy import Boundary, CheckpointPolicy
+from runpoint.policy import Boundary, CheckpointPolicyFactory
 
 
 class EveryNTurns:
-    def __init__(self, n: int) -> None:
-        if n < 1:
-            raise ValueError("N must be at least 1")
+    def __init__(self, n: int = 2) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a whole number of at least 1, not {n!r}")
         self.n = n
 
     def is_checkpoint(self, boundary: Boundary) -> bool:
@@ -22,5 +23,5 @@ class EveryNTurns:
 
 
 @hookimpl
-def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicy]:
-    return {"every-n-turns": EveryNTurns(int(os.environ.get("RUNPOINT_EVERY_N_TURNS", "2")))}
+def runpoint_checkpoint_policies() -> Mapping[str, CheckpointPolicyFactory]:
+    return {"every-n-turns": EveryNTurns}
