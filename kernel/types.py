@@ -189,8 +189,6 @@ class Session(msgspec.Struct, omit_defaults=True):
     agent_id: str
     team_id: str = DEFAULT_TEAM  # internal: never on the wire
     user_id: str | None = None
-    # the run new runs of this session follow (tree-aware session history)
-    head_run_id: str | None = None
     forked_from_session_id: str | None = None
     created_at: float = msgspec.field(default_factory=now)
     updated_at: float = msgspec.field(default_factory=now)
