@@ -34,6 +34,9 @@ class RunStatus(enum.StrEnum):
     REGENERATED = "REGENERATED"
 
 
+IN_FLIGHT = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # someone executes it, or will
+
+
 class Usage(msgspec.Struct, omit_defaults=True):
     input_tokens: int = 0
     output_tokens: int = 0
@@ -196,7 +199,7 @@ class Session(msgspec.Struct, omit_defaults=True):
     event_seq: int = 0
     # why the session refuses work for now: "rollback" under way, or "maintenance"
     locked: str | None = None
-    # while `locked` is "rollback": which, and whose (see SessionCheckpoints.settle_lock)
+    # while `locked` is "rollback": which, and whose (see Sessions.settle_lock)
     rollback: Rollback | None = None
 
 
