@@ -40,10 +40,11 @@ class Locked(RunpointError):
 
 
 class Forbidden(RunpointError):
-    """A session, or a run of a session, that belongs to another team: 403 in the session
-    dialect. The run dialect must not reveal that it exists, and answers `hidden` instead:
-    what a missing one gets (404)."""
+    """A session, or a run of a session, that belongs to another team. Each adapter decides
+    what the caller learns: that it is another team's, or that there is no such `kind`
+    (a "session" or a "run") with this `id`."""
 
-    def __init__(self, message: str, hidden: NotFound) -> None:
-        super().__init__(message)
-        self.hidden = hidden
+    def __init__(self, kind: str, id_: str) -> None:
+        super().__init__(f"{kind} {id_} belongs to another team")
+        self.kind = kind
+        self.id = id_

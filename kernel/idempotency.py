@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import msgspec
 
@@ -22,7 +22,8 @@ POLL_SECONDS = 0.05
 async def once(
     storage: Storage,
     key: str,
-    request: Mapping[str, Any],
+    operation: str,
+    request: msgspec.Struct,
     start: Callable[[], Awaitable[T]],
     identify: Callable[[T], str],
     replay: Callable[[str], Awaitable[T]],
@@ -30,10 +31,14 @@ async def once(
     wait_seconds: float,
 ) -> T:
     """`start()` the first time `key` comes with `request`; afterwards `replay` the id
-    `identify` gave its answer (waiting, up to `wait_seconds`, while the first is under way)."""
+    `identify` gave its answer (waiting, up to `wait_seconds`, while the first is under way).
+
+    `operation` names what is done to what (`create_run <agent_id>`): each has its own keys.
+    `request` is the fingerprint: every field that decides what is done, none of those that
+    only say how the answer is delivered (whether it is streamed)."""
     # each team has its own keys: another team's key neither replays nor collides
-    scope = f"{tenancy.current().team} {request['operation']}"
-    fingerprint = hashlib.sha256(msgspec.json.encode(dict(request))).hexdigest()
+    scope = f"{tenancy.current().team} {operation}"
+    fingerprint = hashlib.sha256(msgspec.json.encode(request)).hexdigest()
     deadline = asyncio.get_running_loop().time() + wait_seconds
     while (standing := await storage.claim_key(scope, key, fingerprint)) is not None:
         claimed_for, answer = standing

@@ -47,7 +47,7 @@ SKIPPED = "A person chose not to run this call again: it may have run before its
 
 
 @dataclass
-class RunTask:
+class Execution:
     """One execution of a run: its collaborators and its in-memory state."""
 
     agent: Agent

@@ -40,9 +40,9 @@ class ToolCallDelta(msgspec.Struct):
     name: str | None = None
 
 
-# The longest tool call id a model may name: the id keys the durable record of a call, an
-# index entry, which PostgreSQL keeps under 2,704 bytes (providers' ids are under 100). Nor
-# may it hold a U+0000, which PostgreSQL's text cannot.
+# The longest tool call id a model may name (providers' ids are under 100): the id keys the
+# durable record of a call, which every storage backend must be able to index (see
+# docs/plugins.md). Nor may it hold a U+0000.
 MAX_TOOL_CALL_ID_LENGTH = 512
 
 

@@ -9,7 +9,8 @@ run ends ERROR with the reason.
 
 A session operation that goes on over several writes (a rollback, a checkpoint's capture)
 holds a `Lease` of its own, renewed by `renewing` while it goes; the next request that meets
-it after the lease ran out completes it or ends it (see `runpoint.session_checkpoints`).
+it after the lease ran out completes it or ends it (see `runpoint.sessions` and
+`runpoint.session_checkpoints`).
 """
 
 from __future__ import annotations

@@ -3,132 +3,53 @@ rollback (the session returns to one, in place) and forks (new sessions start at
 
 A capture holds the session's live runs as they were (each run's `message_count` is its
 cut: no message is copied) and what state-capture plugins add. Rollback and fork both lay
-the captured runs out again as copy-on-write forks (`fork_runs`): rollback in the same
-session, whose earlier runs it hides but keeps; fork in new sessions.
+the captured runs out again as copy-on-write forks (`runpoint.sessions.fork_runs`):
+rollback in the same session, whose earlier runs it hides but keeps; fork in new sessions.
 
 A capture and a rollback each hold a lease while they go (`runpoint.recovery`). There is
 no sweep for the ones whose process died (nothing indexes them): the next request that
 meets one settles it. A capture cut short ends FAILED; a rollback cut short is done again
-from its first step (restores are idempotent), as the session dialect and the run dialect
-meet its lock.
+(see `Sessions.settle_lock`).
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from typing import Literal
 
 import msgspec
 
-from runpoint import tenancy
-from runpoint import transcript as tx
-from runpoint.errors import Conflict, InvalidRequest, Locked, NotFound
+from runpoint.errors import Conflict, InvalidRequest, NotFound
 from runpoint.host import PluginHost
 from runpoint.recovery import Leases
 from runpoint.session_state import SessionState
+from runpoint.sessions import Sessions, fork_runs, forked_session
 from runpoint.storage import Storage
 from runpoint.types import (
+    IN_FLIGHT,
     Lease,
     Rollback,
     Run,
-    RunStatus,
-    Segment,
     Session,
     SessionCapture,
     SessionCheckpoint,
     SessionCheckpointStatus,
     new_id,
-    now,
 )
 
 MAX_FORKS = 4
 ABANDONED = "its process stopped during the capture"
-log = logging.getLogger(__name__)
-_IN_FLIGHT = {RunStatus.PENDING, RunStatus.RUNNING}
 _encode = msgspec.json.Encoder().encode
 
 
-def forked_session(source: Session, event_seq: int) -> Session:
-    """A new session that starts where `source` was at `event_seq` of its event log (its
-    runs are `fork_runs` of the source's)."""
-    return Session(
-        session_id=new_id(),
-        agent_id=source.agent_id,
-        team_id=source.team_id,
-        user_id=source.user_id,
-        forked_from_session_id=source.session_id,
-        event_seq=event_seq,
-    )
-
-
-def fork_runs(runs: Sequence[Run], session_id: str) -> list[Run]:
-    """Copies of a session's runs (oldest first) in `session_id`: each a fork of its
-    source cut at the source's `message_count`, pointing at its rows (copy-on-write);
-    the lineage between them points at the copies."""
-    renamed = {run.run_id: new_id() for run in runs}
-    return [
-        msgspec.structs.replace(
-            run,
-            run_id=renamed[run.run_id],
-            session_id=session_id,
-            segments=[
-                *tx.cut(run.segments, run.message_count),
-                Segment(renamed[run.run_id], run.message_count),
-            ],
-            previous_run_id=renamed.get(run.previous_run_id or ""),
-            forked_from_run_id=run.run_id,
-            forked_from_message_index=run.message_count,
-            forked_from_session_id=run.session_id,
-            hidden=False,
-            created_at=now(),
-            updated_at=now(),
-        )
-        for run in runs
-    ]
-
-
 class SessionCheckpoints:
-    def __init__(self, storage: Storage, host: PluginHost, leases: Leases) -> None:
+    def __init__(
+        self, storage: Storage, host: PluginHost, leases: Leases, sessions: Sessions
+    ) -> None:
         self.storage = storage
         self.host = host
         self.leases = leases
-
-    async def session(self, session_id: str) -> Session:
-        """The session, if it takes requests: NotFound, Forbidden (another team's), or
-        Locked while it is locked."""
-        session = await self.storage.get_session(session_id)
-        if session is None:
-            raise NotFound(f"session {session_id} not found")
-        tenancy.check(session.team_id, "session", session_id)
-        if session.locked is not None:
-            await self.settle_lock(session)
-            return await self.session(session_id)
-        return session
-
-    async def settle_lock(self, session: Session) -> None:
-        """Locked for a locked session, unless its lock is a rollback's whose process died
-        (its lease ran out): then this process takes it over and completes it (restore
-        the capture again, then the rows, which unlock), or, if its checkpoint is gone,
-        unlocks the session as its rows say. Read the session and its runs again after."""
-        rollback, reason = session.rollback, session.locked
-        if reason is None:
-            return
-        if reason != "rollback" or rollback is None or not rollback.lease.ran_out():
-            raise Locked.session(reason)
-        capture = await self.storage.session_capture(rollback.checkpoint_id)
-        states = {} if capture is None else self._states(rollback.checkpoint_id, capture)
-        taken = Rollback(rollback.checkpoint_id, self.leases.lease())
-        if not await self.storage.hold_rollback(session.session_id, taken):
-            return  # another process took it over (or completed it) first
-        log.info("completing the rollback of session %s: its process was lost", session.session_id)
-        if capture is None:
-            await self.storage.unlock_session(session.session_id, taken.lease.owner)
-            return
-        try:
-            await self._roll_back(session.session_id, taken, capture, states)
-        except Exception:  # a plugin refused: not this request's failure (it is unlocked)
-            log.exception("the rollback of session %s failed", session.session_id)
+        self.sessions = sessions
 
     async def create(
         self,
@@ -139,11 +60,11 @@ class SessionCheckpoints:
     ) -> SessionCheckpoint:
         """Capture the session now; READY, or FAILED (with why) if a plugin's capture
         raised. Conflict while a run of it is in flight."""
-        session = await self.session(session_id)
+        session = await self.sessions.usable(session_id)
         runs = await self.storage.list_runs(session_id)
-        if busy := [r.run_id for r in runs if r.status in _IN_FLIGHT]:
+        if busy := [r.run_id for r in runs if r.status in IN_FLIGHT]:
             raise Conflict(f"session {session_id} has runs in flight: {', '.join(busy)}")
-        latest = await self.session(session_id)
+        latest = await self.sessions.usable(session_id)
         if latest.event_seq != session.event_seq:
             raise Conflict(f"session {session_id} changed while it was read; try again")
         lease = self.leases.lease()
@@ -203,25 +124,20 @@ class SessionCheckpoints:
         return await self.storage.get_session_checkpoint(checkpoint.checkpoint_id) or failed
 
     async def page(
-        self, session_id: str, *, page_size: int, page_token: str | None = None
-    ) -> tuple[list[SessionCheckpoint], str | None]:
-        """A page of the session's checkpoints, newest first, and the next page's token."""
-        await self.session(session_id)
-        before = None
-        if page_token is not None:
-            try:
-                before = int(page_token, 16)
-            except ValueError:
-                raise InvalidRequest(f"page_token {page_token!r} is not one we gave") from None
+        self, session_id: str, *, page_size: int, before: int | None = None
+    ) -> tuple[list[SessionCheckpoint], int | None]:
+        """A page of the session's checkpoints, newest first, from `before` (a position the
+        previous page gave) on, and where the next page starts (None: this is the last)."""
+        await self.sessions.usable(session_id)
         found = await self.storage.list_session_checkpoints(
             session_id, limit=page_size + 1, before=before
         )
         page = found[:page_size]
-        next_token = f"{page[-1][0]:x}" if len(found) > page_size else None
-        return [await self._settled(checkpoint) for _, checkpoint in page], next_token
+        next_page = page[-1][0] if len(found) > page_size else None
+        return [await self._settled(checkpoint) for _, checkpoint in page], next_page
 
     async def get(self, session_id: str, checkpoint_id: str) -> SessionCheckpoint:
-        await self.session(session_id)
+        await self.sessions.usable(session_id)
         checkpoint = await self.storage.get_session_checkpoint(checkpoint_id)
         if checkpoint is None or checkpoint.session_id != session_id:
             raise NotFound(f"checkpoint {checkpoint_id} of session {session_id} not found")
@@ -229,7 +145,7 @@ class SessionCheckpoints:
 
     async def delete(self, session_id: str, checkpoint_id: str) -> None:
         """Delete a checkpoint; deleting one that is gone already is not an error."""
-        await self.session(session_id)
+        await self.sessions.usable(session_id)
         checkpoint = await self.storage.get_session_checkpoint(checkpoint_id)
         if checkpoint is not None and checkpoint.session_id == session_id:
             await self.storage.delete_session_checkpoint(checkpoint_id)
@@ -242,38 +158,8 @@ class SessionCheckpoints:
         rollback = Rollback(checkpoint_id, self.leases.lease())
         if not await self.storage.lock_session(session_id, "rollback", rollback):
             raise NotFound(f"session {session_id} not found")
-        await self._roll_back(session_id, rollback, capture, states)
+        await self.sessions.roll_back(session_id, rollback, capture, states)
         return checkpoint
-
-    async def _roll_back(
-        self,
-        session_id: str,
-        rollback: Rollback,
-        capture: SessionCapture,
-        states: dict[str, SessionState],
-    ) -> None:
-        """Restore every plugin's state, then the rows, which unlock the session, under the
-        rollback's lease. Each step done again is the same step, so a process that takes
-        over a rollback whose process died does them all again. A plugin's refusal unlocks
-        the session; a cancellation leaves it to be taken over once its lease runs out."""
-        owner = rollback.lease.owner
-
-        def renew(lease: Lease) -> Awaitable[bool]:
-            return self.storage.hold_rollback(
-                session_id, msgspec.structs.replace(rollback, lease=lease)
-            )
-
-        try:
-            async with self.leases.renewing(owner, renew):
-                for name, state in states.items():
-                    await state.restore(session_id, capture.states[name])
-                # False if this process was too slow and another took the rollback over
-                await self.storage.rollback_session(
-                    session_id, fork_runs(capture.runs, session_id), owner
-                )
-        except Exception:
-            await self.storage.unlock_session(session_id, owner)
-            raise
 
     async def fork(
         self, session_id: str, *, from_checkpoint_id: str | None = None, count: int = 1
@@ -316,13 +202,4 @@ class SessionCheckpoints:
         capture = await self.storage.session_capture(checkpoint_id)
         if checkpoint.status is not SessionCheckpointStatus.READY or capture is None:
             raise Conflict(f"checkpoint {checkpoint_id} is {checkpoint.status}, not READY")
-        return checkpoint, capture, self._states(checkpoint_id, capture)
-
-    def _states(self, checkpoint_id: str, capture: SessionCapture) -> dict[str, SessionState]:
-        """The plugins that restore a capture; Conflict if one of them is not loaded."""
-        states = self.host.session_states()
-        if missing := sorted(capture.states.keys() - states.keys()):
-            raise Conflict(
-                f"checkpoint {checkpoint_id} holds state of plugins not loaded: {missing}"
-            )
-        return {n: s for n, s in states.items() if n in capture.states}
+        return checkpoint, capture, self.sessions.states(checkpoint_id, capture)

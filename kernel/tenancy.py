@@ -13,7 +13,7 @@ from contextvars import ContextVar
 
 import msgspec
 
-from runpoint.errors import Forbidden, NotFound
+from runpoint.errors import Forbidden
 
 DEFAULT_TEAM = "default"
 READ, WRITE = "read", "write"  # reading anything, changing anything
@@ -45,5 +45,4 @@ def acting_as(principal: Principal) -> Iterator[Principal]:
 def check(team_id: str, kind: str, id_: str) -> None:
     """The one tenancy rule: a session, and each of its runs, is its team's alone."""
     if team_id != current().team:
-        missing = NotFound(f"{kind} {id_} not found")
-        raise Forbidden(f"{kind} {id_} belongs to another team", missing)
+        raise Forbidden(kind, id_)

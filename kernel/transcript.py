@@ -41,24 +41,6 @@ def safe_boundary(messages: Sequence[Message], k: int) -> int:
     return 0
 
 
-def last_user_boundary(messages: Sequence[Message]) -> int | None:
-    """The boundary just after the last user message, or None if there is none."""
-    for i in range(len(messages) - 1, -1, -1):
-        if messages[i].role == "user":
-            return i + 1
-    return None
-
-
-def before_final_answer(messages: Sequence[Message]) -> int:
-    """The boundary before the trailing assistant answers (those without tool calls)."""
-    index = len(messages)
-    while (
-        index > 0 and messages[index - 1].role == "assistant" and not messages[index - 1].tool_calls
-    ):
-        index -= 1
-    return index
-
-
 def final_content(messages: Sequence[Message]) -> str | None:
     """The text of the last assistant message, as a client reads a run's content."""
     for message in reversed(messages):

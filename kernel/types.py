@@ -34,6 +34,9 @@ class RunStatus(enum.StrEnum):
     REGENERATED = "REGENERATED"
 
 
+IN_FLIGHT = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # someone executes it, or will
+
+
 class Usage(msgspec.Struct, omit_defaults=True):
     input_tokens: int = 0
     output_tokens: int = 0
@@ -189,8 +192,6 @@ class Session(msgspec.Struct, omit_defaults=True):
     agent_id: str
     team_id: str = DEFAULT_TEAM  # internal: never on the wire
     user_id: str | None = None
-    # the run new runs of this session follow (tree-aware session history)
-    head_run_id: str | None = None
     forked_from_session_id: str | None = None
     created_at: float = msgspec.field(default_factory=now)
     updated_at: float = msgspec.field(default_factory=now)
@@ -198,7 +199,7 @@ class Session(msgspec.Struct, omit_defaults=True):
     event_seq: int = 0
     # why the session refuses work for now: "rollback" under way, or "maintenance"
     locked: str | None = None
-    # while `locked` is "rollback": which, and whose (see SessionCheckpoints.settle_lock)
+    # while `locked` is "rollback": which, and whose (see Sessions.settle_lock)
     rollback: Rollback | None = None
 
 

@@ -19,7 +19,7 @@ from litestar.static_files import create_static_files_router
 from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
 from runpoint.agent import Agent
-from runpoint.services import DEFAULT_DATABASE, Runpoint
+from runpoint.services import Runpoint
 
 from . import inputs
 from .errors import EXCEPTION_HANDLERS, add_request_id
@@ -35,13 +35,14 @@ DEFAULT_MAX_BODY_BYTES = 10_000_000
 def create_app(
     agents: Iterable[Agent],
     *,
-    database: str = DEFAULT_DATABASE,
+    database: str,
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     **options: Any,
 ) -> Litestar:
-    """The app serving `agents`; `options` go to `Runpoint` (lease_seconds, ...)."""
+    """The app serving `agents` from `database` (a URL: the CLI gives its default);
+    `options` go to `Runpoint` (lease_seconds, ...)."""
     runpoint = Runpoint(agents, database=database, **options)
     return build(runpoint, auth=auth, rate_limit=rate_limit, max_body_bytes=max_body_bytes)
 

@@ -105,7 +105,8 @@ def on_http_error(request: Request[Any, Any, Any], exc: HttpError) -> Response[b
 
 def on_runpoint_error(request: Request[Any, Any, Any], exc: RunpointError) -> Response[bytes]:
     if isinstance(exc, Forbidden) and not request.url.path.startswith(SESSION_DIALECT):
-        exc = exc.hidden  # another team's: the run dialect answers as if it did not exist
+        # another team's: the run dialect answers as if it did not exist
+        exc = NotFound(f"{exc.kind} {exc.id} not found")
     status, code = next(v for t, v in STATUS.items() if isinstance(exc, t))
     return error_response(request, status, code, str(exc))
 

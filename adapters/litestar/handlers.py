@@ -6,12 +6,14 @@ them, a ready Response (a stream), or None for an empty body."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 from litestar import Response
 
-from runpoint.services import RunHandle, Runpoint
+from runpoint.boundaries import ContinueFrom
+from runpoint.execution import RunHandle
+from runpoint.services import Runpoint
 from runpoint.types import Decision
 
 from . import session_wire, sse, wire
@@ -133,7 +135,7 @@ async def continue_agent_run(
         run_id,
         session_id=session_id,
         agent_id=agent_id,
-        continue_from=continue_from,
+        continue_from=_continue_from(continue_from),
         input=input,
         fork=fork,
         regenerate=regenerate,
@@ -190,6 +192,23 @@ async def _started(rp: Runpoint, handle: RunHandle, stream: bool, background: bo
     return wire.run_detail(await rp.get_run(run.run_id))
 
 
+def _continue_from(value: str | int) -> ContinueFrom:
+    """`continue_from` as the services take it: "end", "last_user" or a message index,
+    which a form sends as text."""
+    if isinstance(value, int):
+        return value
+    if value in ("end", "last_user"):
+        return cast(ContinueFrom, value)
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise HttpError(
+            400,
+            "INVALID_BOUNDARY",
+            f"continue_from must be 'end', 'last_user' or a message index, not {value!r}",
+        ) from None
+
+
 def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
     """`tools` (JSON text from a form, or a JSON array) as {tool_call_id: decision}: the
     result a person gave, or whether to run the call; with neither it stays undecided."""
@@ -231,10 +250,10 @@ async def create_session_checkpoint(rp: Runpoint, *, session_id: str, label: str
 async def list_session_checkpoints(
     rp: Runpoint, *, session_id: str, page_size: int, page_token: str | None
 ) -> Reply:
-    found, next_token = await rp.session_checkpoints.page(
-        session_id, page_size=page_size, page_token=page_token
+    found, next_position = await rp.session_checkpoints.page(
+        session_id, page_size=page_size, before=session_wire.page_position(page_token)
     )
-    return session_wire.page(found, next_token)
+    return session_wire.page(found, next_position)
 
 
 @operation

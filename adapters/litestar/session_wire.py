@@ -10,6 +10,7 @@ import msgspec
 
 from runpoint.types import Session, SessionCheckpoint
 
+from .errors import HttpError
 from .wire import ForkedSession
 
 
@@ -63,7 +64,21 @@ def envelope(c: SessionCheckpoint) -> SessionCheckpointEnvelope:
     return SessionCheckpointEnvelope(checkpoint(c))
 
 
-def page(checkpoints: list[SessionCheckpoint], next_token: str | None) -> SessionCheckpointPage:
+def page_position(page_token: str | None) -> int | None:
+    """Where the page a token we gave starts (None: at the first page)."""
+    if page_token is None:
+        return None
+    try:
+        return int(page_token, 16)
+    except ValueError:
+        raise HttpError(
+            400, "BAD_REQUEST", f"page_token {page_token!r} is not one we gave"
+        ) from None
+
+
+def page(checkpoints: list[SessionCheckpoint], next_position: int | None) -> SessionCheckpointPage:
+    """A page of checkpoints, and the token of the next page (if there is one)."""
+    next_token = None if next_position is None else f"{next_position:x}"
     return SessionCheckpointPage([checkpoint(c) for c in checkpoints], next_token)
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from litestar.response import Stream
 
-from runpoint.services import RunHandle
+from runpoint.execution import RunHandle
 from runpoint.types import RunEvent
 
 from .wire import encode

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import msgspec
 
 from runpoint.agent import Agent
-from runpoint.services import RunDetail, Snapshot
+from runpoint.queries import RunDetail, Snapshot
 from runpoint.types import Checkpoint, Message, Run, Session, Usage
 
 encode = msgspec.json.Encoder().encode

@@ -107,6 +107,7 @@ async def test_bad_message_index(
         ("7", "continue_from 7 is outside this run's boundaries 0..6"),
         ("-1", "continue_from -1 is outside this run's boundaries 0..6"),
         ("later", "continue_from must be 'end', 'last_user' or a message index, not 'later'"),
+        ("", "continue_from must be 'end', 'last_user' or a message index, not ''"),
     ],
 )
 @pytest.mark.parametrize("stream", ["true", "false"])

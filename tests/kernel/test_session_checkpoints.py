@@ -97,11 +97,11 @@ async def test_checkpoints_are_paged_newest_first_and_deleted_idempotently(
     session_id = (await run(rp, "a")).session_id
     taken = [await rp.session_checkpoints.create(session_id, label=f"n{i}") for i in range(5)]
     assert {c.status for c in taken} == {SessionCheckpointStatus.READY}
-    pages, token = [], None
+    pages, position = [], None
     while True:
-        page, token = await rp.session_checkpoints.page(session_id, page_size=2, page_token=token)
+        page, position = await rp.session_checkpoints.page(session_id, page_size=2, before=position)
         pages.append([c.label for c in page])
-        if token is None:
+        if position is None:
             break
     assert pages == [["n4", "n3"], ["n2", "n1"], ["n0"]]
 

@@ -150,7 +150,7 @@ async def test_an_operation_slower_than_its_lease_keeps_it(
     async with Runpoint([crashing_session.agent], database=database, host=host) as other:
         for _ in range(3 * 4):  # three leases: renewed all along, never taken over
             with pytest.raises(Locked):
-                await other.session_checkpoints.session(session_id)
+                await other.sessions.usable(session_id)
             await asyncio.sleep(LEASE_SECONDS / 4)
     state.hold.set()
     assert await rollback == checkpoint

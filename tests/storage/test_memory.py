@@ -11,7 +11,7 @@ from runpoint.types import RunStatus
 
 async def test_a_demo_agent_runs_forks_and_resumes_in_memory() -> None:
     async with Runpoint(demo_agents, database="memory:") as rp:
-        assert isinstance(rp.storage, MemoryStorage) and rp.queue is None
+        assert isinstance(rp.storage, MemoryStorage) and rp.executor.queue is None
         run = await (await rp.create_run("travel-agent", "Paris, Tokyo and Lagos?")).result()
         assert run.status is RunStatus.COMPLETED, run.error
         _, timeline = await rp.timeline(run.run_id)

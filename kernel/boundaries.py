@@ -1,0 +1,52 @@
+"""Where a continue starts: the boundary a request names, read off a run's stored transcript
+without reading all of it (a run may hold thousands of messages).
+
+A boundary k keeps `messages[:k]`; a whole one splits no tool call from its result.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from runpoint import transcript
+from runpoint.errors import InvalidBoundary
+from runpoint.storage import Storage
+from runpoint.types import Message, Run
+
+ContinueFrom = Literal["end", "last_user"] | int
+
+
+async def named(storage: Storage, run: Run, continue_from: ContinueFrom) -> int:
+    """The boundary `continue_from` names; InvalidBoundary if the run has no such one."""
+    count = run.message_count
+    if continue_from == "end":
+        return count
+    if continue_from == "last_user":
+        index = await storage.last_index(run.segments, count, "user")
+        if index is None:
+            raise InvalidBoundary("the run has no user message to continue from")
+        return index + 1
+    if not 0 <= continue_from <= count:
+        raise InvalidBoundary(
+            f"continue_from {continue_from} is outside this run's boundaries 0..{count}"
+        )
+    return continue_from
+
+
+async def before_final_answer(storage: Storage, run: Run) -> int:
+    """The boundary before the run's trailing answers (assistant turns without tool calls)."""
+    index = run.message_count
+    while index > 0:
+        [last] = await storage.read_messages(run.segments, index, start=index - 1)
+        if last.role != "assistant" or last.tool_calls:
+            break
+        index -= 1
+    return index
+
+
+async def whole(storage: Storage, run: Run, index: int) -> tuple[int, list[Message]]:
+    """The whole boundary at or below `index`, and the messages from the last assistant turn
+    before `index` up to it: all that decides both, and which of its calls await results."""
+    start = await storage.last_index(run.segments, index, "assistant") or 0
+    turn = await storage.read_messages(run.segments, index, start=start)
+    return start + transcript.safe_boundary(turn, len(turn)), turn

@@ -1,0 +1,212 @@
+"""Continue: resume a run in place, or branch a new run off one of its boundaries.
+
+Only "continue from end" of a PAUSED, ERROR or interrupted run resumes the same run;
+everything else creates a new run with lineage, so history is never rewritten.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import msgspec
+
+from runpoint import boundaries, transcript
+from runpoint.agent import Agent
+from runpoint.boundaries import ContinueFrom
+from runpoint.errors import Conflict, InvalidRequest, NotContinuable
+from runpoint.execution import Executor, RunHandle
+from runpoint.host import PluginHost
+from runpoint.queries import Queries
+from runpoint.recovery import Leases
+from runpoint.sessions import Sessions
+from runpoint.storage import Storage
+from runpoint.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Segment, ToolCall, new_id
+
+# statuses of a run that "continue from end" picks up again in place
+RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
+
+
+class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
+    """Continue `run_id` from a boundary (see `Continuation.start`)."""
+
+    run_id: str
+    session_id: str | None = None
+    agent_id: str | None = None
+    continue_from: ContinueFrom = "end"
+    input: str | None = None
+    fork: bool = False
+    regenerate: bool = False
+    replace_original: bool | None = None
+    # a person's decisions on a paused run's tool calls, by tool_call_id
+    tools: dict[str, Decision] | None = None
+    model: str | None = None
+    background: bool = False
+
+
+class Continuation:
+    def __init__(
+        self,
+        storage: Storage,
+        host: PluginHost,
+        leases: Leases,
+        queries: Queries,
+        sessions: Sessions,
+        executor: Executor,
+    ) -> None:
+        self.storage = storage
+        self.host = host
+        self.leases = leases
+        self.queries = queries
+        self.sessions = sessions
+        self.executor = executor
+
+    async def start(self, request: ContinueRun, *, stream: bool) -> RunHandle:
+        """Resume a run in place, or start a new run from one of its boundaries.
+
+        `regenerate` re-answers the run's final answer in a new run (tool work is kept)
+        and, unless `replace_original` is False, marks the source REGENERATED. `tools` maps
+        the tool_call_id of a paused call to a person's decision: run it (True), do not
+        (False), or, for a call in doubt, the result it had (a string).
+        """
+        source = await self._source(request)
+        agent = self.queries.agent(source.agent_id)
+        self._refuse_contradictions(request, source)
+        index = await self._requested_boundary(request, source)
+        in_place = (
+            index == source.message_count
+            and not request.fork
+            and not request.regenerate
+            and source.status in RESUMABLE
+        )
+        # in place, the loop picks up whatever the tail holds (a paused batch, say);
+        # a new run starts from a whole boundary
+        index, last_turn = await boundaries.whole(self.storage, source, index)
+        if request.tools and not (in_place and source.status is RunStatus.PAUSED):
+            raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
+        if in_place:
+            pending = transcript.unanswered_calls(last_turn)
+            return await self._resume(agent, source, pending, request, stream)
+        return await self._branch(agent, source, index, request, stream)
+
+    async def _source(self, request: ContinueRun) -> Run:
+        """The run to continue, once its session's lock (a rollback's, perhaps) is settled."""
+        find = partial(
+            self.queries.run,
+            request.run_id,
+            session_id=request.session_id,
+            agent_id=request.agent_id,
+        )
+        source = await find()
+        session = await self.storage.get_session(source.session_id)
+        if session is not None and session.locked is not None:
+            await self.sessions.settle_lock(session)
+            source = await find()  # rolled back, perhaps
+        return source
+
+    def _refuse_contradictions(self, request: ContinueRun, source: Run) -> None:
+        if source.hidden:
+            raise NotContinuable(
+                f"run {source.run_id} was rolled back out of its session; it is history only"
+            )
+        if request.input is not None and not request.input.strip():
+            raise InvalidRequest("input must not be empty")
+        if request.replace_original is not None and not request.regenerate:
+            raise InvalidRequest("replace_original applies only with regenerate")
+        if request.regenerate and (
+            request.input is not None or request.fork or request.continue_from != "end"
+        ):
+            raise InvalidRequest(
+                "regenerate chooses its own boundary and always makes a new run; "
+                "it takes no input, fork or continue_from"
+            )
+        if request.model is not None:
+            self.host.model(request.model)  # unknown providers fail here, before anything starts
+
+    async def _requested_boundary(self, request: ContinueRun, source: Run) -> int:
+        if not request.regenerate:
+            return await boundaries.named(self.storage, source, request.continue_from)
+        index = await boundaries.before_final_answer(self.storage, source)
+        if index == source.message_count:
+            raise NotContinuable(f"run {source.run_id} has no final answer to regenerate")
+        return index
+
+    async def _resume(
+        self,
+        agent: Agent,
+        run: Run,
+        pending: list[ToolCall],
+        request: ContinueRun,
+        stream: bool,
+    ) -> RunHandle:
+        """Pick the run up again where it stopped, with a new input or a person's decisions."""
+        decisions = request.tools or {}
+        self.executor.refuse_active(run)
+        if unknown := set(decisions) - {c.id for c in pending}:
+            raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+        if pending and request.input is not None:
+            raise InvalidRequest(
+                "the run is waiting for tool decisions; send `tools`, not a new input"
+            )
+        new = [Message(role="user", content=request.input)] if request.input is not None else []
+        if request.model is not None:
+            run.model = request.model
+        if self.leases.is_held_elsewhere(run):
+            raise Conflict(f"run {run.run_id} is executing in another process")
+        # Claim the run, with its new input or the person's decisions (added to those of
+        # an earlier continue the batch still waits on): whoever executes it reads them
+        # from the run. A concurrent continue of it (here or in another process) read the
+        # same revision, and its claim now fails with Conflict.
+        run.error = None
+        run.message_count += len(new)
+        run.decisions = {**run.decisions, **decisions}
+        self.executor.accept(run, background=request.background, stream=stream)
+        await self.storage.save(run, new, None)
+        return await self.executor.begin(
+            agent,
+            run,
+            new,
+            stream=stream,
+            background=request.background,
+            resumed=True,
+            model=request.model,
+        )
+
+    async def _branch(
+        self, agent: Agent, source: Run, index: int, request: ContinueRun, stream: bool
+    ) -> RunHandle:
+        """A new run from the source's boundary `index`, pointing at its rows below it."""
+        if index == source.message_count and not (
+            request.fork or request.regenerate or request.input is not None
+        ):
+            raise NotContinuable(
+                f"run {source.run_id} is {source.status}; to continue it from its end give "
+                "an input, or set fork or regenerate"
+            )
+        if request.regenerate and request.replace_original is not False:
+            if source.status in IN_FLIGHT:
+                raise Conflict(f"run {source.run_id} is in flight; it cannot be replaced yet")
+            source.status = RunStatus.REGENERATED
+            await self.storage.save(source, [], None)
+        run_id = new_id()
+        new = [Message(role="user", content=request.input)] if request.input is not None else []
+        run = Run(
+            run_id=run_id,
+            session_id=source.session_id,
+            agent_id=source.agent_id,
+            team_id=source.team_id,
+            user_id=source.user_id,
+            input=request.input if request.input is not None else source.input,
+            model=request.model or agent.model_name,
+            policy=agent.checkpoint,
+            segments=[*transcript.cut(source.segments, index), Segment(run_id, index)],
+            message_count=index + len(new),
+            previous_run_id=source.previous_run_id,
+            forked_from_run_id=source.run_id,
+            forked_from_message_index=index,
+            regenerated_from=source.run_id if request.regenerate else None,
+        )
+        self.executor.accept(run, background=request.background, stream=stream)
+        await self.storage.create_runs([run], {run_id: new})
+        return await self.executor.begin(
+            agent, run, new, stream=stream, background=request.background, model=request.model
+        )

@@ -1,0 +1,234 @@
+"""Where runs run: executions in this process and their handles, the run queue's intake,
+and the lease watch that resumes runs whose process died (`runpoint.recovery`).
+
+A run accepted by a command is begun here: executed in this process, or, in the
+background on a database with a run queue, put on the queue for any process to take.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from runpoint.agent import Agent
+from runpoint.errors import Conflict
+from runpoint.host import PluginHost
+from runpoint.loop import Execution, announce
+from runpoint.model import Model
+from runpoint.queries import Queries
+from runpoint.recovery import Leases
+from runpoint.runqueue import QueuedRun, RunQueue
+from runpoint.storage import Storage
+from runpoint.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus
+
+POLL_SECONDS = 0.05  # how often a request waiting on another run's progress looks again
+
+
+class RunHandle:
+    """A run that was started: its first state, its events (if streamed), its end."""
+
+    def __init__(
+        self,
+        run: Run,
+        stopped: Callable[[], Awaitable[Run]],
+        events: asyncio.Queue[RunEvent | None] | None,
+        *,
+        replayed: bool = False,
+    ) -> None:
+        self.run = run
+        self._stopped = stopped
+        self._events = events
+        # the answer to a retried request (same Idempotency-Key): the first request's run,
+        # whose events went to the first request
+        self.replayed = replayed
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        if self._events is None:
+            raise RuntimeError("this run was started without streaming")
+        while (event := await self._events.get()) is not None:
+            yield event
+
+    async def result(self) -> Run:
+        return await self._stopped()
+
+
+class Executor:
+    def __init__(
+        self,
+        storage: Storage,
+        host: PluginHost,
+        leases: Leases,
+        queries: Queries,
+        queue: RunQueue | None,
+    ) -> None:
+        self.storage = storage
+        self.host = host
+        self.leases = leases
+        self.queries = queries
+        self.queue = queue
+        self._active: dict[str, Execution] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def open(self, *, execute_queued: bool, recover: bool) -> None:
+        """Take this process's share of the queue (if `execute_queued`), and with `recover`
+        watch leases: renew this process's, resume runs whose process died."""
+        agent_ids = list(self.queries.agents)
+        if self.queue is not None:
+            await self.queue.open(agent_ids if execute_queued else [], self._take)
+        if recover:
+            watch = self.leases.watch(lambda: list(self._active), agent_ids, self._recovered)
+            self._keep(asyncio.create_task(watch, name="lease watch"))
+
+    async def close(self) -> None:
+        if self.queue is not None:  # first, so no job starts a run while runs are stopped
+            await self.queue.close()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+
+    def accept(self, run: Run, *, background: bool, stream: bool) -> None:
+        """Ready an accepted run for its write: PENDING until its first step in the
+        background (a client will poll), else RUNNING; held by this process if it will
+        execute here, left to nobody if it goes to the queue."""
+        run.status = RunStatus.PENDING if background else RunStatus.RUNNING
+        if self._queued(background, stream):
+            self.leases.offer(run)
+        else:
+            self.leases.stamp(run)
+
+    async def begin(
+        self,
+        agent: Agent,
+        run: Run,
+        incoming: Sequence[Message],
+        *,
+        stream: bool,
+        background: bool,
+        resumed: bool = False,
+        model: str | None = None,
+    ) -> RunHandle:
+        """Execute an accepted run (written since `accept`) here, or hand it to the run queue."""
+        if self._queued(background, stream):
+            return await self._enqueue(run, incoming)
+        return self._start(agent, run, incoming, stream, resumed=resumed, model=model)
+
+    def refuse_active(self, run: Run) -> None:
+        """Conflict if this process is executing the run."""
+        # an execution that has paused or finished may still be winding down: no writer
+        execution = self._active.get(run.run_id)
+        if execution is not None and execution.run.status in IN_FLIGHT:
+            raise Conflict(f"run {run.run_id} is in flight")
+
+    def cancel(self, run_id: str) -> bool:
+        """Ask the run's execution here, if any, to stop at its next boundary."""
+        if (execution := self._active.get(run_id)) is None:
+            return False
+        execution.cancel_requested.set()
+        return True
+
+    def follow(self, run: Run, *, replayed: bool = False) -> RunHandle:
+        """A handle on a run executing elsewhere: its end is polled for when asked."""
+
+        async def stopped() -> Run:
+            current = run
+            while current.status in IN_FLIGHT:
+                await asyncio.sleep(POLL_SECONDS)
+                current = await self.queries.run(run.run_id)
+            return current
+
+        return RunHandle(msgspec.structs.replace(run), stopped, None, replayed=replayed)
+
+    def _queued(self, background: bool, stream: bool) -> bool:
+        """Whether a new execution goes through the run queue rather than start here:
+        a background run (one nobody streams) on a database with a queue."""
+        return background and not stream and self.queue is not None
+
+    def _start(
+        self,
+        agent: Agent,
+        run: Run,
+        new_messages: Sequence[Message],
+        stream: bool,
+        *,
+        resumed: bool = False,
+        model: str | None = None,
+    ) -> RunHandle:
+        queue: asyncio.Queue[RunEvent | None] | None = asyncio.Queue() if stream else None
+
+        def emit(event: RunEvent) -> None:
+            if queue is not None:
+                queue.put_nowait(event)
+
+        execution = Execution(
+            agent=agent,
+            model=self.host.model(model) if model else self._model(agent),
+            policy_name=agent.checkpoint,
+            policy=self.host.policy(agent),
+            storage=self.storage,
+            leases=self.leases,
+            hook=self.host.hook,
+            run=run,
+            emit=emit,
+            incoming=new_messages,
+            resumed=resumed or run.forked_from_run_id is not None,
+        )
+        self._active[run.run_id] = execution
+
+        async def execute() -> Run:
+            try:
+                return await execution.execute()
+            finally:
+                if self._active.get(run.run_id) is execution:  # not a later execution's
+                    del self._active[run.run_id]
+                if queue is not None:
+                    queue.put_nowait(None)
+
+        running = asyncio.create_task(execute(), name=f"run {run.run_id}")
+        self._keep(running)
+        return RunHandle(msgspec.structs.replace(run), lambda: asyncio.shield(running), queue)
+
+    async def _enqueue(self, run: Run, incoming: Sequence[Message]) -> RunHandle:
+        """Put an accepted PENDING run on the queue. Its input and tool decisions were
+        written with it, so whoever takes it (the job's process, or the lease watch if no
+        process claims it in time) needs nothing but the run."""
+        assert self.queue is not None
+        announce(self.host.hook, run, incoming)
+        await self.queue.put(QueuedRun(run.run_id, run.agent_id))
+        return self.follow(run)
+
+    async def _take(self, job: QueuedRun) -> None:
+        """Execute a run from the queue if it still waits: claim it (one process wins, by
+        the run's revision) and run it here until it stops."""
+        run = await self.storage.get_run(job.run_id)
+        if run is None or run.status is not RunStatus.PENDING:
+            return  # cancelled, or taken by the lease watch
+        run.status = RunStatus.RUNNING
+        self.leases.stamp(run)
+        try:
+            await self.storage.save(run, [], None)
+        except Conflict:
+            return  # cancelled or claimed meanwhile
+        agent = self.queries.agent(run.agent_id)
+        handle = self._start(agent, run, [], False, model=_switched_model(agent, run))
+        await handle.result()
+
+    async def _recovered(self, run: Run) -> RunHandle:
+        """Resume a run claimed from a process that died."""
+        agent = self.queries.agent(run.agent_id)
+        return self._start(agent, run, [], False, resumed=True, model=_switched_model(agent, run))
+
+    def _keep(self, task: asyncio.Task[Any]) -> None:
+        """Hold a background task until it ends (asyncio keeps only weak references)."""
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _model(self, agent: Agent) -> Model:
+        return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
+
+
+def _switched_model(agent: Agent, run: Run) -> str | None:
+    """The model a run was switched to (by a continue with `model`), if not its agent's."""
+    return run.model if run.model != agent.model_name else None

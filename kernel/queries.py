@@ -1,0 +1,123 @@
+"""Reads: agents, runs, a run's checkpoint timeline and its snapshot at a boundary.
+
+Every lookup of a run goes through `Queries.run`, which refuses another team's run
+(`runpoint.tenancy`) and one that is not under the session or agent the caller named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from runpoint import tenancy, transcript
+from runpoint.agent import Agent
+from runpoint.errors import InvalidBoundary, NotFound
+from runpoint.sessions import Sessions
+from runpoint.storage import Storage
+from runpoint.types import Checkpoint, Message, Run, RunStatus, ToolExecution
+
+
+class RunDetail(msgspec.Struct):
+    """A run with its transcript and tool executions."""
+
+    run: Run
+    messages: list[Message]
+    tools: list[ToolExecution]
+
+
+class Snapshot(msgspec.Struct):
+    """A run as it was at a boundary. `message_index` is the boundary actually used:
+    the requested one snapped down so no tool call is cut from its result."""
+
+    requested_index: int
+    message_index: int
+    checkpoint: Checkpoint | None
+    detail: RunDetail
+
+
+class Queries:
+    def __init__(self, agents: Iterable[Agent], storage: Storage, sessions: Sessions) -> None:
+        self.agents = {agent.id: agent for agent in agents}
+        self.storage = storage
+        self.sessions = sessions
+
+    def agent(self, agent_id: str) -> Agent:
+        try:
+            return self.agents[agent_id]
+        except KeyError:
+            raise NotFound(f"agent {agent_id} not found") from None
+
+    async def run(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> Run:
+        """The run, if it is the current team's and under the session and agent named."""
+        if agent_id is not None:
+            self.agent(agent_id)
+        run = await self.storage.get_run(run_id)
+        if (
+            run is None
+            or (session_id is not None and run.session_id != session_id)
+            or (agent_id is not None and run.agent_id != agent_id)
+        ):
+            raise NotFound(f"run {run_id} not found")
+        tenancy.check(run.team_id, "run", run_id)
+        return run
+
+    async def get_run(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> RunDetail:
+        run = await self.run(run_id, session_id=session_id, agent_id=agent_id)
+        messages = await self.storage.read_messages(run.segments, run.message_count)
+        return self._detail(run, messages)
+
+    async def list_runs(self, session_id: str) -> list[Run]:
+        await self.sessions.get(session_id)
+        return await self.storage.list_runs(session_id)
+
+    async def timeline(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> tuple[Run, list[Checkpoint]]:
+        run = await self.run(run_id, session_id=session_id, agent_id=agent_id)
+        return run, await self.storage.list_checkpoints(run.segments)
+
+    async def snapshot(
+        self,
+        run_id: str,
+        message_index: int,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> Snapshot:
+        run = await self.run(run_id, session_id=session_id, agent_id=agent_id)
+        if not 0 <= message_index <= run.message_count:
+            raise InvalidBoundary(
+                f"message_index {message_index} is outside this run's boundaries "
+                f"0..{run.message_count}"
+            )
+        messages = await self.storage.read_messages(run.segments, message_index)
+        index = transcript.safe_boundary(messages, message_index)
+        messages = messages[:index]
+        earlier = await self.storage.list_checkpoints(run.segments, upto=index)
+        checkpoint = earlier[-1] if earlier and earlier[-1].message_index == index else None
+        if checkpoint is not None:
+            status = checkpoint.status
+        else:
+            status = run.status if index == run.message_count else RunStatus.RUNNING
+        own = messages[run.own_start :]
+        as_of = msgspec.structs.replace(
+            run,
+            status=status,
+            content=transcript.final_content(own),
+            usage=transcript.total_usage(own),
+            message_count=index,
+            error=run.error if index == run.message_count else None,
+            last_checkpoint_at_message_index=earlier[-1].message_index if earlier else None,
+        )
+        return Snapshot(message_index, index, checkpoint, self._detail(as_of, messages))
+
+    def _detail(self, run: Run, messages: list[Message]) -> RunDetail:
+        agent = self.agents.get(run.agent_id)
+        confirm = {n: t.requires_confirmation for n, t in agent.tool_map.items()} if agent else {}
+        executions = transcript.tool_executions(messages, confirm, run.in_doubt)
+        return RunDetail(run, messages, executions)
