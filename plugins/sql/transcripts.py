@@ -162,8 +162,9 @@ def _messages_in(ranges: int) -> Select[tuple[bytes]]:
 def _checkpoints_in(ranges: int) -> Select[tuple[bytes, int]]:
     # a segment's checkpoints lie in (start, end]: the one at a fork point is its source's
     c = checkpoints.c
-    within = lambda lo, hi: and_(c.message_index > lo, c.message_index <= hi)  # noqa: E731
-    where = _in_ranges(c.run_id, within, ranges)
+    where = _in_ranges(
+        c.run_id, lambda lo, hi: and_(c.message_index > lo, c.message_index <= hi), ranges
+    )
     return select(c.data, c.event_seq).where(where).order_by(c.message_index)
 
 
