@@ -1,5 +1,10 @@
-"""The storage seam. Rows are append-only: messages keyed by (run_id, index), checkpoints
-by (run_id, message_index); a fork stores only its own rows (see `Segment`)."""
+"""The storage seam, one small protocol per role; `Storage` is all of them.
+
+Rows are append-only: messages keyed by (run_id, index), checkpoints by (run_id,
+message_index); a fork stores only its own rows (see `Segment`). Each session has an event
+log whose cursor (`Session.event_seq`) only grows: every message and every boundary takes
+the next place in it. Every method is atomic: it writes all it says or nothing.
+"""
 
 from __future__ import annotations
 
@@ -19,11 +24,86 @@ from runpoint.types import (
 )
 
 
-class Storage(Protocol):
-    async def open(self) -> None:
-        """Create the schema if needed; called once before use."""
+class RunStore(Protocol):
+    """Run rows: a run is inserted once, then written only through `save`."""
 
-    async def close(self) -> None: ...
+    async def create_runs(
+        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+    ) -> None:
+        """Insert new runs (forks), all or nothing; Locked if their session is locked.
+
+        A run is born with its input: its `incoming[run_id]` messages (the last of its
+        `message_count`) are written in the same transaction, exactly as `save` would write
+        them right after the insert (the next places of the session's event log; the run's
+        `revision` bumped, in the row and on the `Run`), so no run is ever without them."""
+
+    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+        """Insert a new run at the head of its session with its `incoming` messages (as
+        `create_runs`), atomically: raise Locked if the session is locked, Conflict if a
+        run of it is in flight (PENDING or RUNNING); otherwise the run follows the
+        session's newest live run (its `previous_run_id`). Returns the run as inserted."""
+
+    async def get_run(self, run_id: str) -> Run | None:
+        """The run as last saved (every field of `Run`, its `revision`, lease and
+        `cancel_requested` included), hidden or not; None if unknown."""
+
+    async def list_runs(self, session_id: str) -> list[Run]:
+        """The live (not rolled back) runs of a session, oldest first (insertion order)."""
+
+
+class TranscriptStore(Protocol):
+    """A run's boundaries: its messages, its checkpoints and its side-effecting calls."""
+
+    async def save(
+        self,
+        run: Run,
+        messages: Sequence[Message],
+        checkpoint: Checkpoint | None,
+        *,
+        intents: Sequence[str] = (),
+    ) -> None:
+        """One durable boundary, in one transaction: append `messages` (the last
+        `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
+        (an "end" replaces a checkpoint the run wrote at the same index), and record that
+        the side-effecting calls `intents` (tool_call_ids) are about to run. The messages
+        take the next places of the session's event log, then the boundary takes one.
+
+        One writer per run: this raises Conflict (writing nothing) if the run was written
+        since it was read (its `revision` moved on), and bumps `run.revision` when it
+        succeeds. Every field of the run that changes as it goes is written, with its lease
+        and recoveries; `cancel_requested` is read back onto `run`, never written."""
+
+    async def read_messages(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[Message]:
+        """Messages `start` to `upto` (excluded) of the transcript laid out by `segments`,
+        in index order; only those stored (an `upto` past the end is no error)."""
+
+    async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
+        """The index of the last message of `role` before `before`, if any; this reads
+        backwards through an index, so its cost does not grow with the transcript."""
+
+    async def list_checkpoints(
+        self, segments: Sequence[Segment], upto: int | None = None
+    ) -> list[Checkpoint]:
+        """The checkpoints of a transcript (inherited ones included) at message indexes
+        up to `upto` (all if None), ordered by message_index, each with its `event_seq`.
+        A segment [start, end) owns the checkpoints in (start, end]: the one at a fork
+        point is its source's."""
+
+    async def record_tool_result(self, run_id: str, result: Message) -> None:
+        """Record, durably, how a call recorded by `save` ended (its tool message, keyed by
+        its `tool_call_id`); a call never recorded is ignored."""
+
+    async def tool_records(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> dict[str, Message | None]:
+        """The recorded calls among these: their result, or None if it never came. Calls
+        never recorded are absent."""
+
+
+class SessionStore(Protocol):
+    """Sessions, their locks and rollbacks, and session checkpoints."""
 
     async def create_sessions(
         self,
@@ -35,14 +115,15 @@ class Storage(Protocol):
         messages, as `create_runs`), all or nothing; `Conflict` if an id is taken."""
 
     async def get_session(self, session_id: str) -> Session | None:
-        """The session, with its event-log cursor and lock read from its row."""
+        """The session, with its event-log cursor, lock and rollback as they are now."""
 
     async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
-        """A team's sessions, newest first."""
+        """A team's sessions, newest (`created_at`) first, ties by session_id."""
 
     async def delete_session(self, session_id: str) -> bool:
-        """Delete a session with its runs, messages and checkpoints; False if unknown.
-        Raises Conflict while a run of it is in flight or another session forks it."""
+        """Delete a session with its runs, messages, checkpoints and session checkpoints;
+        False if unknown. Raises Conflict while a run of it is in flight or another
+        session forks it (their runs read its messages)."""
 
     async def lock_session(
         self, session_id: str, reason: str, rollback: Rollback | None = None
@@ -64,94 +145,11 @@ class Storage(Protocol):
     async def rollback_session(self, session_id: str, runs: Sequence[Run], owner: str) -> bool:
         """In one transaction, if the session's rollback lease is `owner`'s or ran out: hide
         its live runs (kept, readable by id), insert `runs` as its new live runs, lift its
-        lock and count the rollback as an event. False (nothing written) otherwise."""
-
-    async def create_runs(
-        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
-    ) -> None:
-        """Insert new runs (forks), all or nothing; Locked if their session is locked.
-
-        A run is born with its input: its `incoming[run_id]` messages (the last of its
-        `message_count`) are written in the same transaction, exactly as `save` would write
-        them right after the insert (the next places of the session's event log; the run's
-        `revision` bumped, in the row and on the `Run`), so no run is ever without them."""
-
-    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
-        """Insert a new run at the head of its session with its `incoming` messages (as
-        `create_runs`), atomically: raise Locked if the session is locked, Conflict if a
-        run of it is in flight (PENDING or RUNNING); otherwise the run follows the
-        session's newest live run (its `previous_run_id`). Returns the run as inserted."""
-
-    async def get_run(self, run_id: str) -> Run | None: ...
-
-    async def list_runs(self, session_id: str) -> list[Run]:
-        """The live (not rolled back) runs of a session, oldest first."""
-
-    async def save(
-        self,
-        run: Run,
-        messages: Sequence[Message],
-        checkpoint: Checkpoint | None,
-        *,
-        intents: Sequence[str] = (),
-    ) -> None:
-        """One durable boundary, in one transaction: append `messages` (the last
-        `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
-        (an "end" replaces a checkpoint the run wrote at the same index), and record that
-        the side-effecting calls `intents` (tool_call_ids) are about to run. The messages
-        take the next places of the session's event log, then the boundary takes one.
-
-        One writer per run: this raises Conflict if the run was written since it was read
-        (its `revision` moved on), and bumps `run.revision` when it succeeds. It writes the
-        run's lease and recoveries, and reads back `cancel_requested`."""
-
-    async def record_tool_result(self, run_id: str, result: Message) -> None:
-        """Record, durably, how a call recorded by `save` ended (its tool message)."""
-
-    async def tool_records(
-        self, run_id: str, tool_call_ids: Sequence[str]
-    ) -> dict[str, Message | None]:
-        """The recorded calls among these: their result, or None if it never came."""
-
-    async def claim_key(
-        self, scope: str, key: str, fingerprint: str
-    ) -> tuple[str, str | None] | None:
-        """Claim an idempotency key for a request: None if this call claimed it, else the
-        claim that stands (its request's fingerprint and, once known, its answer)."""
-
-    async def answer_key(self, scope: str, key: str, answer: str) -> None:
-        """Record the answer to a claimed key's request."""
-
-    async def release_key(self, scope: str, key: str) -> None:
-        """Give up a claim whose request failed, so a retry starts afresh."""
-
-    async def request_cancel(self, run_id: str) -> bool:
-        """Flag a PENDING or RUNNING run for cancellation (its writer sees the flag at its
-        next save); False if the run is in neither state."""
-
-    async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
-        """Extend the leases `owner` holds on these PENDING or RUNNING runs."""
-
-    async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
-        """PENDING or RUNNING runs of these agents whose lease ran out before `before`."""
-
-    async def read_messages(
-        self, segments: Sequence[Segment], upto: int, start: int = 0
-    ) -> list[Message]:
-        """Messages `start` to `upto` (excluded) of the transcript laid out by `segments`."""
-
-    async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
-        """The index of the last message of `role` before `before`, if any; this reads
-        backwards through an index, so its cost does not grow with the transcript."""
-
-    async def list_checkpoints(
-        self, segments: Sequence[Segment], upto: int | None = None
-    ) -> list[Checkpoint]:
-        """The checkpoints of a transcript (inherited ones included) at message indexes
-        up to `upto`, ordered by message_index."""
+        lock and count the rollback as an event (the cursor moves on by one). False
+        (nothing written) otherwise."""
 
     async def add_session_checkpoint(self, checkpoint: SessionCheckpoint) -> None:
-        """Insert a (PENDING) session checkpoint."""
+        """Insert a (PENDING) session checkpoint; it takes the session's next position."""
 
     async def update_session_checkpoint(
         self, checkpoint: SessionCheckpoint, capture: bytes | None, owner: str | None
@@ -161,10 +159,11 @@ class Storage(Protocol):
         None: only if it ran out). False (nothing written) if it is PENDING no longer, or
         another owner holds it."""
 
-    async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None: ...
+    async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None:
+        """The session checkpoint as last written; None if unknown."""
 
     async def session_capture(self, checkpoint_id: str) -> SessionCapture | None:
-        """What a READY session checkpoint captured."""
+        """What a READY session checkpoint captured; None before (or if unknown)."""
 
     async def list_session_checkpoints(
         self, session_id: str, *, limit: int, before: int | None
@@ -173,7 +172,52 @@ class Storage(Protocol):
         `before` (a position of an earlier page, or any integer a client sent), `limit`
         at most."""
 
-    async def delete_session_checkpoint(self, checkpoint_id: str) -> None: ...
+    async def delete_session_checkpoint(self, checkpoint_id: str) -> None:
+        """Delete a session checkpoint and its capture; nothing if unknown."""
+
+
+class LeaseStore(Protocol):
+    """Who executes the runs in flight: leases, their expiry, and cancel requests."""
+
+    async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
+        """Extend, to `until`, the leases `owner` holds on these PENDING or RUNNING runs;
+        the others are left as they are."""
+
+    async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
+        """Some PENDING or RUNNING runs of these agents whose lease ran out before
+        `before` (or that have none), earliest expiry first: a bounded batch, so a caller
+        polls again for more. Runs of other agents never take a place in the batch."""
+
+    async def request_cancel(self, run_id: str) -> bool:
+        """Flag a PENDING or RUNNING run for cancellation (its writer sees the flag at its
+        next save); False if the run is in neither state."""
+
+
+class IdempotencyKeyStore(Protocol):
+    """The first answer to a request sent with an Idempotency-Key, for its retries."""
+
+    async def claim_key(
+        self, scope: str, key: str, fingerprint: str
+    ) -> tuple[str, str | None] | None:
+        """Claim an idempotency key for a request, atomically: None if this call claimed
+        it, else the claim that stands (its request's fingerprint and, once known, its
+        answer)."""
+
+    async def answer_key(self, scope: str, key: str, answer: str) -> None:
+        """Record the answer to a claimed key's request."""
+
+    async def release_key(self, scope: str, key: str) -> None:
+        """Give up a claim whose request failed, so a retry starts afresh."""
+
+
+class Storage(RunStore, TranscriptStore, SessionStore, LeaseStore, IdempotencyKeyStore, Protocol):
+    """A storage backend: every role, opened once before use and closed after."""
+
+    async def open(self) -> None:
+        """Create or upgrade the schema if needed; called once before any other method."""
+
+    async def close(self) -> None:
+        """Release connections; nothing is called after."""
 
 
 # A storage backend is built from a database URL.

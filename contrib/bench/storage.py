@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from databases import NewDatabase, databases
+from documents import WrittenDocuments, stored_bytes
 
 from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
@@ -66,11 +67,12 @@ async def measure(size: int, database: str) -> dict[str, float]:
     width = max(1, round((size - 2) / BATCHES - 1))  # 1 + 4 * (1 + width) + 1 messages
     agent = Agent(id="bench", model=wide_batches(width), tools=[echo])
     storage = SqlStorage(database)
+    written = WrittenDocuments(storage.engine)
     async with Runpoint([agent], storage=storage) as rp:
         start = time.perf_counter()
         run = await (await rp.create_run("bench", "go")).result()
         build = time.perf_counter() - start
-        written, stored = storage.bytes_written, await storage.stored_bytes()
+        write_ratio = written.bytes / await stored_bytes(storage.engine)
         repeat = 200 if size <= 1_000 else 50
 
         # a session whose one run is this one (copy-on-write), checkpointed and rolled back
@@ -92,7 +94,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
         return {
             "messages": run.message_count,
             "build_ms": build * 1000,
-            "write_ratio": written / stored,
+            "write_ratio": write_ratio,
             "timeline_ms": 1000 * await median_seconds(lambda: rp.timeline(run.run_id), repeat),
             "snapshot_ms": 1000
             * await median_seconds(lambda: rp.snapshot(run.run_id, run.message_count // 2), repeat),

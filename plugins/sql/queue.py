@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable, Collection
 import asyncpg
 import msgspec
 from pgqueuer import AsyncpgPoolDriver, Job, Queries, QueueManager
-from pgqueuer.adapters.persistence import schema_ddl
 from pgqueuer.domain.schema.declaration import target
 from pgqueuer.domain.settings import db_settings
 from sqlalchemy.engine import make_url
@@ -90,24 +89,6 @@ class PgQueue:
     async def put(self, job: QueuedRun) -> None:
         assert self._queries is not None, "the queue is not open"
         await self._queries.enqueue(entrypoint(job.agent_id), msgspec.json.encode(job))
-
-
-def install_statements() -> list[str]:
-    """pgqueuer's tables, types, indexes, functions and triggers, one statement each (a
-    prepared statement, which is how SQLAlchemy runs SQL on asyncpg, takes one)."""
-    settings = db_settings()
-    schema = target(settings)
-    return [
-        *(schema_ddl.render_enum(e, settings) for e in schema.enums),
-        *(schema_ddl.render_table(t, settings) for t in schema.tables),
-        *(schema_ddl.render_index(i, settings) for i in schema.indexes),
-        *(schema_ddl.render_function(f, settings) for f in schema.functions),
-        *(schema_ddl.render_trigger(t, settings) for t in schema.triggers),
-    ]
-
-
-def uninstall_statements() -> list[str]:
-    return schema_ddl.render_uninstall(db_settings()).splitlines()
 
 
 def is_queue_table(name: str | None) -> bool:

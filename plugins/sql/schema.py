@@ -36,7 +36,7 @@ class Document(TypeDecorator[bytes | str]):
     It goes in as encoded bytes and comes out as bytes (SQLite) or text (PostgreSQL),
     both of which msgspec decodes straight into structs; nothing is parsed twice, but for
     a document with a U+0000, which JSONB cannot hold: it is stored as a JSON array of one
-    string, its JSON text (see `store._storable`), which SQL must not expect to query into."""
+    string, its JSON text (see `documents.storable`), which SQL must not expect to query into."""
 
     impl = LargeBinary
     cache_ok = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import Any
 
 import msgspec
@@ -31,6 +32,23 @@ async def test_migrations_and_tables_agree(database: str) -> None:
         assert await migrate.differences(storage.engine) == []
     finally:
         await storage.close()
+
+
+def test_revisions_import_no_live_code() -> None:
+    """A revision creates the same schema forever: it imports alembic and SQLAlchemy only,
+    never runpoint or pgqueuer, whose later versions would change what it creates."""
+    for revision in sorted((migrate.SCRIPTS / "versions").glob("0*.py")):
+        tree = ast.parse(revision.read_text())
+        modules = {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Import)
+            for alias in node.names
+        }
+        modules |= {
+            node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+        }
+        assert {m.split(".")[0] for m in modules} <= {"alembic", "sqlalchemy"}, revision.name
 
 
 # The tables as revision 0001 made them: one document per row, nothing else queryable.

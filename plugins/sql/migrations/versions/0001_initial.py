@@ -5,13 +5,15 @@ Revision ID: 0001
 
 import sqlalchemy as sa
 from alembic import op
-
-from runpoint.plugins.sql.schema import Document
+from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+
+# a msgspec document, as runpoint's schema declared it then: JSONB, or a BLOB on SQLite
+Document = sa.LargeBinary().with_variant(JSONB(), "postgresql")
 
 
 def upgrade() -> None:

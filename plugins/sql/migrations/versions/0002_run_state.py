@@ -9,13 +9,15 @@ Revises: 0001
 
 import sqlalchemy as sa
 from alembic import op
-
-from runpoint.plugins.sql.schema import Document
+from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+
+# a msgspec document, as runpoint's schema declared it then: JSONB, or a BLOB on SQLite
+Document = sa.LargeBinary().with_variant(JSONB(), "postgresql")
 
 
 def _field(name: str) -> str:

@@ -6,13 +6,15 @@ Revises: 0002
 
 import sqlalchemy as sa
 from alembic import op
-
-from runpoint.plugins.sql.schema import Document
+from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
+
+# a msgspec document, as runpoint's schema declared it then: JSONB, or a BLOB on SQLite
+Document = sa.LargeBinary().with_variant(JSONB(), "postgresql")
 
 
 def upgrade() -> None:

@@ -7,13 +7,15 @@ Revises: 0003
 
 import sqlalchemy as sa
 from alembic import op
-
-from runpoint.plugins.sql.schema import Document
+from sqlalchemy.dialects.postgresql import JSONB
 
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
 depends_on = None
+
+# a msgspec document, as runpoint's schema declared it then: JSONB, or a BLOB on SQLite
+Document = sa.LargeBinary().with_variant(JSONB(), "postgresql")
 
 
 def upgrade() -> None:

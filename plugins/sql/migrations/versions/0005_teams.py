@@ -7,12 +7,12 @@ Revises: 0004
 import sqlalchemy as sa
 from alembic import op
 
-from runpoint.tenancy import DEFAULT_TEAM
-
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
+
+DEFAULT_TEAM = "default"  # runpoint's default team then
 
 
 def upgrade() -> None:

@@ -1,0 +1,77 @@
+"""A database as the role modules use it: reads, write transactions, and the few statements
+whose SQL differs between the dialects, each said by its own module (sqlite.py,
+postgresql.py) instead of branches in every role."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, NamedTuple
+
+from sqlalchemy import Insert, Select, Table
+from sqlalchemy.engine import URL
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from runpoint.plugins.sql import migrate
+from runpoint.types import Run
+
+# an open segment's end, and a page token's largest value: the largest INTEGER both store
+NO_END = 2**31 - 1
+
+
+class Boundary(NamedTuple):
+    """What one `save` writes, encoded: the run's state, its new messages (index, role,
+    document), its checkpoint (index, document) and the side-effecting calls about to run."""
+
+    run: Run
+    state: bytes
+    messages: Sequence[tuple[int, str, bytes]]
+    checkpoint: tuple[int, bytes] | None
+    intents: Sequence[str]
+
+
+class Database(abc.ABC):
+    def __init__(self, url: URL, **engine_options: Any) -> None:
+        self.url = url
+        self.engine = create_async_engine(url, **engine_options)
+        # single statements need no transaction: no BEGIN and COMMIT round trips
+        self.autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+
+    async def open(self) -> None:
+        await migrate.upgrade(self.engine)
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+
+    async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
+        """The rows of one read (`params`: values of its bind parameters)."""
+        async with self.autocommit.connect() as conn:
+            rows: Sequence[Any] = (await conn.execute(statement, dict(params))).all()
+            return rows
+
+    def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """One write transaction."""
+        return self.engine.begin()
+
+    @abc.abstractmethod
+    def locking(self, query: Select[Any]) -> Select[Any]:
+        """`query`, holding the rows it reads until commit against other writers."""
+
+    @abc.abstractmethod
+    def insert_new(self, table: Table) -> Insert:
+        """An INSERT into `table` that skips (reports no row for) a row whose key is taken."""
+
+    @abc.abstractmethod
+    def saving(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """The connection one `save` writes its boundary on."""
+
+    @abc.abstractmethod
+    async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
+        """Write a boundary (see `Storage.save`) if the run's revision is still the one on
+        `boundary.run`: the run's `cancel_requested` then, or None (nothing written).
+
+        The boundary takes the next places of its session's event log: one per message,
+        then one for itself (its status change, and its checkpoint if any). The cursor is
+        taken first (the session's row, then the run's: the lock order of every session
+        writer); the rest is written only if the run's row was."""

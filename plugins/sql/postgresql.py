@@ -1,0 +1,177 @@
+"""PostgreSQL (asyncpg): rows locked by the writers that read them, a boundary in one
+statement."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, NamedTuple
+
+from sqlalchemy import (
+    BigInteger,
+    Float,
+    Insert,
+    Integer,
+    Select,
+    String,
+    Table,
+    Text,
+    bindparam,
+    cast,
+    exists,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.engine import URL, Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runpoint.plugins.sql.database import Boundary, Database
+from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions, tool_calls
+from runpoint.types import now
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+class PostgreSQL(Database):
+    def __init__(self, url: URL, **engine_options: Any) -> None:
+        # documents are already JSON: hand them to JSONB and back untouched
+        untouched = {"json_serializer": _identity, "json_deserializer": _identity}
+        super().__init__(url, **(untouched | engine_options))
+        self._save = _Statement.compile(_save(), self.engine.dialect)
+
+    def locking(self, query: Select[Any]) -> Select[Any]:
+        return query.with_for_update()
+
+    def insert_new(self, table: Table) -> Insert:
+        return postgresql.insert(table).on_conflict_do_nothing()
+
+    def saving(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        # a boundary is one statement: atomic without a transaction of its own
+        return self.autocommit.connect()
+
+    async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
+        """The whole boundary in one statement: one round trip, atomic without BEGIN."""
+        run, rows, mark = boundary.run, boundary.messages, boundary.checkpoint
+        values = {
+            "run_id": run.run_id,
+            "revision": run.revision,
+            "session_id": run.session_id,
+            "places": len(rows) + 1,
+            "status": run.status.value,
+            "state": boundary.state.decode(),
+            "lease_owner": run.lease_owner,
+            "lease_expires_at": run.lease_expires_at,
+            "recoveries": run.recoveries,
+            "indexes": [i for i, _, _ in rows],
+            "roles": [r for _, r, _ in rows],
+            "documents": [d.decode() for _, _, d in rows],
+            "checkpoint_indexes": [mark[0]] if mark else [],
+            "checkpoint_documents": [mark[1].decode()] if mark else [],
+            "intents": list(boundary.intents),
+            "started_at": now(),
+        }
+        saved = await conn.exec_driver_sql(self._save.sql, self._save.parameters(values))
+        cancel_requested: bool | None = saved.scalar()
+        return cancel_requested
+
+
+def _save() -> Select[tuple[bool]]:
+    """`save`'s statement (see `Database.write_boundary`): the log's places are taken only
+    if the run's revision matches, the run's row only then, the rows only with the run's."""
+    run_id = bindparam("run_id", type_=String)
+    revision = bindparam("revision", type_=Integer)
+    places = bindparam("places", type_=BigInteger)
+    same_revision = (runs.c.run_id == run_id) & (runs.c.revision == revision)
+    log = (
+        update(sessions)
+        .where(sessions.c.session_id == bindparam("session_id"), exists().where(same_revision))
+        .values(event_seq=sessions.c.event_seq + places)
+        .returning(sessions.c.event_seq)
+        .cte("log")
+    )
+    run = (
+        update(runs)
+        .where(same_revision, exists(select(log.c.event_seq)))
+        .values(
+            status=bindparam("status"),
+            revision=runs.c.revision + 1,
+            state=cast(bindparam("state", type_=Text), JSONB),
+            lease_owner=bindparam("lease_owner"),
+            lease_expires_at=bindparam("lease_expires_at"),
+            recoveries=bindparam("recoveries"),
+        )
+        .returning(runs.c.run_id, runs.c.cancel_requested)
+        .cte("run")
+    )
+    new = (
+        func.unnest(
+            bindparam("indexes", type_=ARRAY(Integer)),
+            bindparam("roles", type_=ARRAY(Text)),
+            bindparam("documents", type_=ARRAY(Text)),
+        )
+        .table_valued("idx", "role", "data", with_ordinality="n")
+        .render_derived("m")
+    )
+    new_messages = insert(messages).from_select(
+        ["run_id", "idx", "role", "data", "event_seq"],
+        select(
+            run.c.run_id,
+            new.c.idx,
+            new.c.role,
+            cast(new.c.data, JSONB),
+            log.c.event_seq - places + new.c.n,
+        ),
+    )
+    mark = (
+        func.unnest(
+            bindparam("checkpoint_indexes", type_=ARRAY(Integer)),
+            bindparam("checkpoint_documents", type_=ARRAY(Text)),
+        )
+        .table_valued("idx", "data")
+        .render_derived("c")
+    )
+    new_checkpoint = postgresql.insert(checkpoints).from_select(
+        ["run_id", "message_index", "data", "event_seq"],
+        select(run.c.run_id, mark.c.idx, cast(mark.c.data, JSONB), log.c.event_seq),
+    )
+    # an "end" replaces a checkpoint the run wrote at the same index
+    new_checkpoint = new_checkpoint.on_conflict_do_update(
+        index_elements=["run_id", "message_index"],
+        set_={"data": new_checkpoint.excluded.data, "event_seq": new_checkpoint.excluded.event_seq},
+    )
+    intent = (
+        func.unnest(bindparam("intents", type_=ARRAY(Text))).table_valued("id").render_derived("t")
+    )
+    intents = insert(tool_calls).from_select(
+        ["run_id", "tool_call_id", "started_at"],
+        select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
+    )
+    return select(run.c.cancel_requested).add_cte(
+        new_messages.cte("new_messages"),
+        new_checkpoint.cte("new_checkpoint"),
+        intents.cte("intents"),
+    )
+
+
+class _Statement(NamedTuple):
+    """A statement compiled once and executed on the driver: a boundary, the hottest write,
+    spends nothing on SQLAlchemy's statement cache."""
+
+    sql: str
+    names: tuple[str, ...]  # of its positional parameters, in order
+    literals: dict[str, Any]  # values of the parameters the statement itself holds
+
+    @classmethod
+    def compile(cls, statement: Select[Any], dialect: Dialect) -> _Statement:
+        compiled = statement.compile(dialect=dialect)
+        literals = {n: v for n, v in compiled.params.items() if v is not None}
+        return cls(str(compiled), tuple(compiled.positiontup or ()), literals)
+
+    def parameters(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        values = self.literals | values
+        return tuple(values[name] for name in self.names)

@@ -1,0 +1,70 @@
+"""Runs: inserted once with their input, read back whole (see run_rows.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+from sqlalchemy import bindparam, false, insert, select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
+from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, run_row
+from runpoint.plugins.sql.schema import runs
+from runpoint.plugins.sql.transcripts import write_boundary
+from runpoint.types import Message, Run
+
+_GET_RUN = select(*COLUMNS).where(runs.c.run_id == bindparam("id"))
+_LIVE_RUNS = (
+    select(*COLUMNS)
+    .where(runs.c.session_id == bindparam("id"), runs.c.hidden == false())
+    .order_by(runs.c.seq)
+)
+
+
+async def insert_runs(
+    db: Database,
+    conn: AsyncConnection,
+    new_runs: Sequence[Run],
+    incoming: Mapping[str, Sequence[Message]],
+) -> None:
+    """Insert runs; a run's incoming messages are then saved in the same transaction,
+    exactly as `save` writes a boundary."""
+    await conn.execute(insert(runs), [run_row(r) for r in new_runs])
+    for run in new_runs:
+        if messages := incoming.get(run.run_id):
+            await write_boundary(db, conn, run, messages, None)
+
+
+class SqlRuns:
+    db: Database
+
+    async def create_runs(
+        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+    ) -> None:
+        async with self.db.write() as conn:
+            for session_id in {r.session_id for r in runs}:
+                await lock_session(self.db, conn, session_id, refuse_locked=True)
+            await insert_runs(self.db, conn, runs, incoming)
+
+    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+        async with self.db.write() as conn:
+            await lock_session(self.db, conn, run.session_id, refuse_locked=True)
+            await refuse_in_flight(conn, run.session_id)
+            newest = await conn.scalar(
+                select(runs.c.run_id)
+                .where(runs.c.session_id == run.session_id, runs.c.hidden == false())
+                .order_by(runs.c.seq.desc())
+                .limit(1)
+            )
+            run = msgspec.structs.replace(run, previous_run_id=newest)
+            await insert_runs(self.db, conn, [run], {run.run_id: incoming})
+        return run
+
+    async def get_run(self, run_id: str) -> Run | None:
+        found = decode_runs(await self.db.read(_GET_RUN, {"id": run_id}))
+        return found[0] if found else None
+
+    async def list_runs(self, session_id: str) -> list[Run]:
+        return decode_runs(await self.db.read(_LIVE_RUNS, {"id": session_id}))

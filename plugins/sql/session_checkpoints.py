@@ -1,0 +1,77 @@
+"""Session checkpoints: captures of whole sessions, PENDING under a lease until they end."""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, delete, insert, select, update
+
+from runpoint.plugins.sql.database import NO_END, Database
+from runpoint.plugins.sql.documents import Decoder, document, storable
+from runpoint.plugins.sql.schema import session_checkpoints
+from runpoint.types import SessionCapture, SessionCheckpoint, SessionCheckpointStatus
+
+_decode_checkpoint = Decoder(SessionCheckpoint)
+_decode_capture = Decoder(SessionCapture)
+_c = session_checkpoints.c
+_GET = select(_c.data).where(_c.checkpoint_id == bindparam("id"))
+_CAPTURE = select(_c.capture).where(_c.checkpoint_id == bindparam("id"))
+_PAGE = (
+    select(_c.seq, _c.data)
+    .where(_c.session_id == bindparam("id"), _c.seq < bindparam("before"))
+    .order_by(_c.seq.desc())
+    .limit(bindparam("limit"))
+)
+
+
+class SqlSessionCheckpoints:
+    db: Database
+
+    async def add_session_checkpoint(self, checkpoint: SessionCheckpoint) -> None:
+        async with self.db.write() as conn:
+            await conn.execute(
+                insert(session_checkpoints).values(
+                    checkpoint_id=checkpoint.checkpoint_id,
+                    session_id=checkpoint.session_id,
+                    data=document(checkpoint),
+                )
+            )
+
+    async def update_session_checkpoint(
+        self, checkpoint: SessionCheckpoint, capture: bytes | None, owner: str | None
+    ) -> bool:
+        row = _c.checkpoint_id == checkpoint.checkpoint_id
+        async with self.db.write() as conn:
+            data = await conn.scalar(self.db.locking(select(_c.data).where(row)))
+            stored = None if data is None else _decode_checkpoint(data)
+            if stored is None or stored.status is not SessionCheckpointStatus.PENDING:
+                return False
+            if stored.lease is not None and not stored.lease.open_to(owner):
+                return False
+            await conn.execute(
+                update(session_checkpoints)
+                .where(row)
+                .values(
+                    data=document(checkpoint),
+                    capture=None if capture is None else storable(capture),
+                )
+            )
+            return True
+
+    async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None:
+        found = await self.db.read(_GET, {"id": checkpoint_id})
+        return _decode_checkpoint(found[0][0]) if found else None
+
+    async def session_capture(self, checkpoint_id: str) -> SessionCapture | None:
+        found = await self.db.read(_CAPTURE, {"id": checkpoint_id})
+        return _decode_capture(found[0][0]) if found and found[0][0] is not None else None
+
+    async def list_session_checkpoints(
+        self, session_id: str, *, limit: int, before: int | None
+    ) -> list[tuple[int, SessionCheckpoint]]:
+        # a client's token may be any integer: one beyond the column's range means that end
+        before = NO_END if before is None else max(0, min(before, NO_END))
+        rows = await self.db.read(_PAGE, {"id": session_id, "before": before, "limit": limit})
+        return [(seq, _decode_checkpoint(data)) for seq, data in rows]
+
+    async def delete_session_checkpoint(self, checkpoint_id: str) -> None:
+        async with self.db.write() as conn:
+            await conn.execute(delete(session_checkpoints).where(_c.checkpoint_id == checkpoint_id))

@@ -1,0 +1,186 @@
+"""Sessions: their rows with the event log's cursor, their locks and rollbacks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+from sqlalchemy import bindparam, delete, false, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runpoint.errors import Conflict
+from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
+from runpoint.plugins.sql.run_rows import run_row
+from runpoint.plugins.sql.runs import insert_runs
+from runpoint.plugins.sql.schema import checkpoints, messages, session_checkpoints
+
+# named apart from the parameters `sessions` and `runs` of `create_sessions`
+from runpoint.plugins.sql.schema import runs as runs_table
+from runpoint.plugins.sql.schema import sessions as sessions_table
+from runpoint.types import Message, Rollback, Run, Session
+
+_decode_session = Decoder(Session)
+_COLUMNS = (sessions_table.c.data, sessions_table.c.event_seq, sessions_table.c.locked)
+_GET_SESSION = select(*_COLUMNS).where(sessions_table.c.session_id == bindparam("id"))
+_TEAM_SESSIONS = (
+    select(*_COLUMNS)
+    .where(sessions_table.c.team_id == bindparam("team"))
+    .order_by(sessions_table.c.created_at.desc(), sessions_table.c.session_id)
+    .limit(bindparam("limit"))
+    .offset(bindparam("offset"))
+)
+
+
+class SqlSessions:
+    db: Database
+
+    async def create_sessions(
+        self,
+        sessions: Sequence[Session],
+        runs: Sequence[Run] = (),
+        incoming: Mapping[str, Sequence[Message]] = {},
+    ) -> None:
+        async with self.db.write() as conn:
+            try:
+                await conn.execute(insert(sessions_table), [_session_row(s) for s in sessions])
+            except IntegrityError:
+                taken = ", ".join(s.session_id for s in sessions)
+                raise Conflict(f"session {taken} already exists") from None
+            if runs:
+                await insert_runs(self.db, conn, runs, incoming)
+
+    async def get_session(self, session_id: str) -> Session | None:
+        found = _decode_sessions(await self.db.read(_GET_SESSION, {"id": session_id}))
+        return found[0] if found else None
+
+    async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
+        values = {"team": team_id, "limit": limit, "offset": offset}
+        return _decode_sessions(await self.db.read(_TEAM_SESSIONS, values))
+
+    async def delete_session(self, session_id: str) -> bool:
+        async with self.db.write() as conn:
+            forks = await conn.scalars(
+                select(sessions_table.c.session_id).where(
+                    sessions_table.c.forked_from_session_id == session_id
+                )
+            )
+            if fork_ids := forks.all():
+                # their runs read this session's messages (copy-on-write)
+                raise Conflict(
+                    f"session {session_id} has forks that share its history: "
+                    f"{', '.join(fork_ids)}; delete them first"
+                )
+            await lock_session(self.db, conn, session_id)
+            await refuse_in_flight(conn, session_id)
+            run_ids = select(runs_table.c.run_id).where(runs_table.c.session_id == session_id)
+            await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
+            await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
+            await conn.execute(
+                delete(session_checkpoints).where(session_checkpoints.c.session_id == session_id)
+            )
+            await conn.execute(delete(runs_table).where(runs_table.c.session_id == session_id))
+            deleted = await conn.execute(
+                delete(sessions_table).where(sessions_table.c.session_id == session_id)
+            )
+            return bool(deleted.rowcount)
+
+    async def lock_session(
+        self, session_id: str, reason: str, rollback: Rollback | None = None
+    ) -> bool:
+        async with self.db.write() as conn:
+            if not await lock_session(self.db, conn, session_id, refuse_locked=True):
+                return False
+            await refuse_in_flight(conn, session_id)
+            await _set_lock(conn, session_id, reason, rollback)
+            return True
+
+    async def unlock_session(self, session_id: str, rollback_owner: str | None = None) -> bool:
+        async with self.db.write() as conn:
+            if rollback_owner is None:
+                found = await lock_session(self.db, conn, session_id)
+            else:
+                found = await self._rollback(conn, session_id, rollback_owner) is not None
+            if found:
+                await _set_lock(conn, session_id, None, None)
+            return found
+
+    async def hold_rollback(self, session_id: str, rollback: Rollback) -> bool:
+        async with self.db.write() as conn:
+            held = await self._rollback(conn, session_id, rollback.lease.owner)
+            if held is None or held.checkpoint_id != rollback.checkpoint_id:
+                return False
+            await _set_lock(conn, session_id, "rollback", rollback)
+            return True
+
+    async def rollback_session(self, session_id: str, runs: Sequence[Run], owner: str) -> bool:
+        async with self.db.write() as conn:
+            # the session's row first, as `save`
+            if await self._rollback(conn, session_id, owner) is None:
+                return False
+            await conn.execute(
+                update(runs_table)
+                .where(runs_table.c.session_id == session_id, runs_table.c.hidden == false())
+                .values(hidden=True)
+            )
+            if runs:
+                await conn.execute(insert(runs_table), [run_row(r) for r in runs])
+            # the rollback is an event of the session too
+            next_event = sessions_table.c.event_seq + 1
+            await _set_lock(conn, session_id, None, None, event_seq=next_event)
+            return True
+
+    async def _rollback(
+        self, conn: AsyncConnection, session_id: str, owner: str
+    ) -> Rollback | None:
+        """The session's rollback under way if its lease is `owner`'s or ran out, its row
+        held until commit (as `lock_session`)."""
+        query = select(sessions_table.c.locked, sessions_table.c.data).where(
+            sessions_table.c.session_id == session_id
+        )
+        found = (await conn.execute(self.db.locking(query))).first()
+        if found is None or found.locked != "rollback":
+            return None
+        rollback = _decode_session(found.data).rollback
+        return rollback if rollback is not None and rollback.lease.open_to(owner) else None
+
+
+async def _set_lock(
+    conn: AsyncConnection,
+    session_id: str,
+    locked: str | None,
+    rollback: Rollback | None,
+    **values: Any,
+) -> None:
+    """Lock the session (`locked`: why) or unlock it (None), with the rollback under way if
+    that is why; the caller holds its row."""
+    where = sessions_table.c.session_id == session_id
+    data = (await conn.execute(select(sessions_table.c.data).where(where))).scalar_one()
+    session = msgspec.structs.replace(_decode_session(data), rollback=rollback)
+    await conn.execute(
+        update(sessions_table).where(where).values(locked=locked, data=document(session), **values)
+    )
+
+
+def _session_row(session: Session) -> dict[str, Any]:
+    # the cursor and the lock live in their columns only: no stale copy in the document
+    stored = msgspec.structs.replace(session, event_seq=0, locked=None)
+    return {
+        "session_id": session.session_id,
+        "agent_id": session.agent_id,
+        "team_id": session.team_id,
+        "forked_from_session_id": session.forked_from_session_id,
+        "created_at": session.created_at,
+        "event_seq": session.event_seq,
+        "data": document(stored),
+    }
+
+
+def _decode_sessions(rows: Sequence[Sequence[Any]]) -> list[Session]:
+    return [
+        msgspec.structs.replace(_decode_session(data), event_seq=seq, locked=locked)
+        for data, seq, locked in rows
+    ]

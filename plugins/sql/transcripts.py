@@ -1,0 +1,177 @@
+"""Transcripts and checkpoints: a run's boundaries (`save`), its messages, its checkpoints
+and its side-effecting tool calls."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+
+import msgspec
+from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runpoint.errors import Conflict
+from runpoint.plugins.sql.database import NO_END, Boundary, Database
+from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.run_rows import state_document
+from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
+from runpoint.types import Checkpoint, Message, Role, Run, Segment
+
+_decode_message = Decoder(Message)
+_decode_checkpoint = Decoder(Checkpoint)
+_LAST_INDEX = (
+    select(messages.c.idx)
+    .where(
+        messages.c.run_id == bindparam("run"),
+        messages.c.idx >= bindparam("lo"),
+        messages.c.idx < bindparam("hi"),
+        messages.c.role == bindparam("role"),
+    )
+    .order_by(messages.c.idx.desc())
+    .limit(1)
+)
+
+
+async def write_boundary(
+    db: Database,
+    conn: AsyncConnection,
+    run: Run,
+    new_messages: Sequence[Message],
+    checkpoint: Checkpoint | None,
+    intents: Sequence[str] = (),
+) -> None:
+    """`save` on a connection: in its own transaction, or in a caller's."""
+    first = run.message_count - len(new_messages)
+    boundary = Boundary(
+        run,
+        state_document(run),
+        [(first + i, m.role, document(m)) for i, m in enumerate(new_messages)],
+        None if checkpoint is None else (checkpoint.message_index, document(checkpoint)),
+        intents,
+    )
+    cancel_requested = await db.write_boundary(conn, boundary)
+    if cancel_requested is None:
+        raise Conflict(f"run {run.run_id} was changed by another writer")
+    run.revision += 1
+    run.cancel_requested = cancel_requested
+
+
+class SqlTranscripts:
+    db: Database
+
+    async def save(
+        self,
+        run: Run,
+        messages: Sequence[Message],
+        checkpoint: Checkpoint | None,
+        *,
+        intents: Sequence[str] = (),
+    ) -> None:
+        async with self.db.saving() as conn:
+            await write_boundary(self.db, conn, run, messages, checkpoint, intents)
+
+    async def read_messages(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[Message]:
+        ranges = [
+            (s.run_id, max(s.start, start), _end(s, upto))
+            for s in segments
+            if s.start < upto and _end(s, None) > start
+        ]
+        if not ranges:
+            return []
+        rows = await self.db.read(_messages_in(len(ranges)), _range_values(ranges))
+        return _decode_message.all([data for (data,) in rows])
+
+    async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
+        for s in reversed(segments):
+            if s.start >= before:
+                continue
+            end = before if s.end is None else min(s.end, before)
+            values = {"run": s.run_id, "lo": s.start, "hi": end, "role": role}
+            if found := await self.db.read(_LAST_INDEX, values):
+                return int(found[0][0])
+        return None
+
+    async def list_checkpoints(
+        self, segments: Sequence[Segment], upto: int | None = None
+    ) -> list[Checkpoint]:
+        ranges = [(s.run_id, s.start, _end(s, upto)) for s in segments]
+        if not ranges:
+            return []
+        rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
+        return [
+            msgspec.structs.replace(_decode_checkpoint(data), event_seq=seq) for data, seq in rows
+        ]
+
+    async def record_tool_result(self, run_id: str, result: Message) -> None:
+        async with self.db.write() as conn:
+            await conn.execute(
+                update(tool_calls)
+                .where(
+                    tool_calls.c.run_id == run_id, tool_calls.c.tool_call_id == result.tool_call_id
+                )
+                .values(result=document(result))
+            )
+
+    async def tool_records(
+        self, run_id: str, tool_call_ids: Sequence[str]
+    ) -> dict[str, Message | None]:
+        if not tool_call_ids:
+            return {}
+        values = {"run": run_id} | {f"call{i}": c for i, c in enumerate(tool_call_ids)}
+        rows = await self.db.read(_tool_records(len(tool_call_ids)), values)
+        return {i: None if r is None else _decode_message(r) for i, r in rows}
+
+
+def _end(segment: Segment, upto: int | None) -> int:
+    """Where a segment ends, cut at `upto`."""
+    return min((e for e in (segment.end, upto) if e is not None), default=NO_END)
+
+
+def _range_values(ranges: Sequence[tuple[str, int, int]]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for i, (run_id, lo, hi) in enumerate(ranges):
+        values |= {f"run{i}": run_id, f"lo{i}": lo, f"hi{i}": hi}
+    return values
+
+
+def _in_ranges(
+    run_id: ColumnElement[str],
+    within: Callable[[BindParameter[int], BindParameter[int]], ColumnElement[bool]],
+    ranges: int,
+) -> ColumnElement[bool]:
+    """`(run_id = :run0 AND within(:lo0, :hi0)) OR ...`, one per range."""
+    return or_(
+        *(
+            and_(run_id == bindparam(f"run{i}"), within(bindparam(f"lo{i}"), bindparam(f"hi{i}")))
+            for i in range(ranges)
+        )
+    )
+
+
+# One statement object per number of ranges, so each is compiled once (see sqlite.py).
+@functools.lru_cache(maxsize=64)
+def _messages_in(ranges: int) -> Select[tuple[bytes]]:
+    m = messages.c
+    where = _in_ranges(m.run_id, lambda lo, hi: and_(m.idx >= lo, m.idx < hi), ranges)
+    return select(m.data).where(where).order_by(m.idx)
+
+
+@functools.lru_cache(maxsize=64)
+def _checkpoints_in(ranges: int) -> Select[tuple[bytes, int]]:
+    # a segment's checkpoints lie in (start, end]: the one at a fork point is its source's
+    c = checkpoints.c
+    where = _in_ranges(
+        c.run_id, lambda lo, hi: and_(c.message_index > lo, c.message_index <= hi), ranges
+    )
+    return select(c.data, c.event_seq).where(where).order_by(c.message_index)
+
+
+@functools.lru_cache(maxsize=64)
+def _tool_records(calls: int) -> Select[tuple[str, bytes | None]]:
+    t = tool_calls.c
+    return select(t.tool_call_id, t.result).where(
+        t.run_id == bindparam("run"),
+        t.tool_call_id.in_([bindparam(f"call{i}") for i in range(calls)]),
+    )
