@@ -76,9 +76,7 @@ def run_row(run: Run) -> dict[str, Any]:
         "run_id": run.run_id,
         "session_id": run.session_id,
         "status": run.status.value,
-        "revision": run.revision,
-        "lease_owner": run.lease_owner,
-        "lease_expires_at": run.lease_expires_at,
+        **{name: getattr(run, name) for name in COLUMN_FIELDS},
         "data": document(run),
         "state": state_document(run),
     }
