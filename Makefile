@@ -25,6 +25,7 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/mypy contrib/bench
+	$(BIN)/lint-imports
 
 test: lint
 	$(BIN)/pytest

@@ -17,16 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-import pluggy
-
+from runpoint import hookspec
 from runpoint.model import ModelProvider
 from runpoint.policy import CheckpointPolicyFactory
 from runpoint.runqueue import RunQueueFactory
 from runpoint.session_state import SessionState
 from runpoint.storage import StorageFactory
 from runpoint.types import Checkpoint, Message, Run, ToolExecution
-
-hookspec = pluggy.HookspecMarker("runpoint")
 
 # -- run family: model providers and lifecycle notifications ------------------------
 
