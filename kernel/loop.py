@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from runpoint import transcript as tx
+from runpoint import transcript
 from runpoint.agent import Agent
 from runpoint.host import RunHooks
 from runpoint.model import (
@@ -88,7 +88,7 @@ class Execution:
             if accepted:  # a run accepted in the background: it is RUNNING from here on
                 await self.save(checkpoint=None)
             while True:
-                if calls := tx.unanswered_calls(self.transcript):
+                if calls := transcript.unanswered_calls(self.transcript):
                     records = await self.tool_records(calls)
                     self.run.in_doubt = [
                         c.id
@@ -123,14 +123,14 @@ class Execution:
             *await self.storage.read_messages(run.segments, written),
             *self.incoming,
         ]
-        self.turns_before, self.batches_before = tx.turns_and_batches(self.transcript)
+        self.turns_before, self.batches_before = transcript.turns_and_batches(self.transcript)
         previous, depth = run.previous_run_id, self.agent.history_runs
         while previous is not None and (depth is None or depth > 0):
             earlier = await self.storage.get_run(previous)
             if earlier is None:
                 break
             messages = await self.storage.read_messages(earlier.segments, earlier.message_count)
-            self.history[:0] = messages[: tx.safe_boundary(messages, len(messages))]
+            self.history[:0] = messages[: transcript.safe_boundary(messages, len(messages))]
             previous = earlier.previous_run_id
             depth = None if depth is None else depth - 1
 
@@ -203,7 +203,7 @@ class Execution:
         self.run.in_doubt = []
         self.run.decisions = {}  # applied: cleared with the batch's results
         self.tool_batches += 1
-        executions = tx.tool_executions(self.transcript)[-len(calls) :]
+        executions = transcript.tool_executions(self.transcript)[-len(calls) :]
         self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
         await self.boundary("tool_batch", calls)
 
@@ -301,7 +301,7 @@ class Execution:
     async def boundary(self, kind: BoundaryKind, batch: Sequence[ToolCall] = ()) -> None:
         """Ask the policy; write the checkpoint and the messages it closes together."""
         # A run that failed mid-batch ends at the last whole boundary before it.
-        index = tx.safe_boundary(self.transcript, len(self.transcript))
+        index = transcript.safe_boundary(self.transcript, len(self.transcript))
         tools = self.agent.tool_map
         boundary = Boundary(
             kind=kind,
@@ -326,7 +326,7 @@ class Execution:
                 status=self.run.status,
                 message_id=last.id if last else None,
                 message_role=last.role if last else None,
-                message_preview=tx.preview(last) if last else None,
+                message_preview=transcript.preview(last) if last else None,
             )
             self.run.last_checkpoint_at_message_index = index
         await self.save(checkpoint)
@@ -336,7 +336,7 @@ class Execution:
 
     async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
         self.leases.stamp(self.run)
-        self.run.content = tx.final_content(self.transcript[self.run.own_start :])
+        self.run.content = transcript.final_content(self.transcript[self.run.own_start :])
         self.run.updated_at = now()
         await self.storage.save(self.run, self.unsaved, checkpoint, intents=intents)
         self.unsaved = []
