@@ -14,7 +14,7 @@ from litestar import Response
 from runpoint.services import RunHandle, Runpoint
 from runpoint.types import Decision
 
-from . import session_wire, sse, wire
+from . import json_depth, session_wire, sse, wire
 from .errors import HttpError
 from .spec import document_json
 
@@ -196,6 +196,7 @@ def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
     if tools is None or tools == "":
         return None
     if isinstance(tools, str):
+        json_depth.refuse_deep(tools.encode(), "tools")
         try:
             tools = msgspec.json.decode(tools)
         except msgspec.DecodeError:

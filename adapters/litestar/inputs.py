@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from litestar import Request
 
+from . import json_depth
 from .errors import HttpError
 from .spec import FORMS, JSON, Field, Operation
 
@@ -62,8 +63,10 @@ async def _body(request: Request[Any, Any, Any], op: Operation) -> tuple[Mapping
     """The body's fields, and whether they are text (form fields) rather than JSON values."""
     media_type = request.content_type[0]
     if media_type == JSON and JSON in op.body_types:
+        body = await request.body()
+        json_depth.refuse_deep(body, "the body")
         try:
-            data = msgspec.json.decode(await request.body())
+            data = msgspec.json.decode(body)
         except msgspec.DecodeError:
             raise HttpError(422, "VALIDATION_ERROR", "the body is not valid JSON") from None
         if not isinstance(data, dict):

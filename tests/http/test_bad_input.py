@@ -3,6 +3,7 @@ before anything starts (no 200 stream holding an error)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -10,6 +11,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 Client = AsyncTestClient[Litestar]
+JSON = "application/json"
 
 
 async def completed_run(client: Client) -> dict[str, Any]:
@@ -184,3 +186,75 @@ async def test_unknown_path_and_method(client: Client) -> None:
     response = await client.put("/sessions")
     assert_error(response, 405, "METHOD_NOT_ALLOWED", "Method Not Allowed")
     assert response.headers["allow"] == "GET, OPTIONS"
+
+
+def nested(depth: int) -> str:
+    """JSON text `depth` levels deep, arrays and objects in turn: [{"a": [{"a": ...}]}]."""
+    opening = "".join("[" if level % 2 == 0 else '{"a":' for level in range(depth))
+    closing = "".join("]" if level % 2 == 0 else "}" for level in reversed(range(depth)))
+    return opening + "1" + closing
+
+
+async def post_json(client: Client, path: str, text: str) -> Any:
+    return await client.post(path, content=text.encode(), headers={"content-type": JSON})
+
+
+def multipart(fields: dict[str, bytes]) -> tuple[bytes, dict[str, str]]:
+    """A multipart/form-data body of these text fields (no file), and its content type."""
+    parts = [
+        b'--B\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (name.encode(), value)
+        for name, value in fields.items()
+    ]
+    return b"".join(parts) + b"--B--\r\n", {"content-type": "multipart/form-data; boundary=B"}
+
+
+# every operation that takes a body, in both dialects
+BODIES = [
+    "/agents/travel-agent/runs",
+    "/agents/travel-agent/runs/r1/continue",
+    "/v2/agents/sessions/s1/checkpoints",
+    "/v2/agents/sessions/s1/fork",
+]
+
+
+@pytest.mark.parametrize("path", BODIES)
+async def test_json_nested_too_deep_is_a_422_not_a_crash(
+    client: Client, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep = '{"message": "hi", "session_id": "s1", "deep": ' + nested(1_000) + "}"
+    response = await post_json(client, path, deep)
+    detail = "the body nests arrays and objects deeper than 64 levels"
+    if path.startswith("/v2/"):
+        assert response.status_code == 422
+        assert response.json()["id"] == "unprocessable_entity"
+        assert response.json()["message"] == detail
+    else:
+        assert_error(response, 422, "VALIDATION_ERROR", detail)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert (await client.get("/sessions")).json()["data"] == []
+
+
+async def test_json_nesting_up_to_the_bound_is_served(client: Client) -> None:
+    runs = "/agents/travel-agent/runs"
+    at_the_bound = '{"message": "hi", "stream": false, "ignored": ' + nested(63) + "}"
+    response = await post_json(client, runs, at_the_bound)
+    assert response.status_code == 200, response.text
+    # brackets inside strings do not nest
+    response = await client.post(runs, json={"message": "[{" * 1_000, "stream": False})
+    assert response.status_code == 200, response.text
+    one_more = '{"message": "hi", "ignored": ' + nested(64) + "}"
+    assert (await post_json(client, runs, one_more)).status_code == 422
+
+
+@pytest.mark.parametrize("how", ["form", "multipart"])
+async def test_tools_json_text_nested_too_deep_is_a_422(client: Client, how: str) -> None:
+    url = "/agents/booking-agent/runs/r1/continue"
+    tools = "[" + nested(1_000) + "]"
+    if how == "form":
+        response = await client.post(url, data={"session_id": "s1", "tools": tools})
+    else:
+        body, headers = multipart({"session_id": b"s1", "tools": tools.encode()})
+        response = await client.post(url, content=body, headers=headers)
+    assert_error(
+        response, 422, "VALIDATION_ERROR", "tools nests arrays and objects deeper than 64 levels"
+    )
