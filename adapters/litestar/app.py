@@ -12,9 +12,11 @@ from typing import Any
 
 from litestar import Litestar, Request, Response
 from litestar.enums import HttpMethod
+from litestar.file_system import BaseLocalFileSystem
 from litestar.handlers import HTTPRouteHandler
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.static_files import create_static_files_router
+from litestar.types import FileInfo, PathType
 
 from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
@@ -69,7 +71,12 @@ def build(
     # The console's static files at /ui: not an operation of the document, a client of them
     # (anyone may load them; what they call asks for credentials like any client's calls).
     ui = create_static_files_router(
-        "/ui", [console.DIRECTORY], html_mode=True, name="console", opt={PUBLIC: True}
+        "/ui",
+        [console.DIRECTORY],
+        file_system=ConsoleFiles(),
+        html_mode=True,
+        name="console",
+        opt={PUBLIC: True},
     )
     return Litestar(
         route_handlers=[*(_route(rp, path, path_ops) for path, path_ops in paths.items()), ui],
@@ -81,6 +88,17 @@ def build(
         before_send=[add_request_id],
         openapi_config=None,  # the checked-in document is served instead
     )
+
+
+class ConsoleFiles(BaseLocalFileSystem):
+    """The console's directory, where a path the system cannot even look up (one with a
+    NUL, a name too long) is simply not there: a 404, not Litestar's 500."""
+
+    async def info(self, path: PathType, **kwargs: Any) -> FileInfo:
+        try:
+            return await super().info(path, **kwargs)
+        except (OSError, ValueError) as exc:  # os.stat: ValueError for a NUL
+            raise FileNotFoundError(str(path)) from exc
 
 
 def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
