@@ -258,3 +258,49 @@ async def test_tools_json_text_nested_too_deep_is_a_422(client: Client, how: str
     assert_error(
         response, 422, "VALIDATION_ERROR", "tools nests arrays and objects deeper than 64 levels"
     )
+
+
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "detail"),
+    [
+        (b"message=a%ED%A0%80b%ff&stream=false", FORM, "the body is not valid UTF-8"),
+        (b"message=a\xed\xa0\x80b\xff&stream=false", FORM, "the body is not valid UTF-8"),
+        (
+            *multipart({"message": b"a\xed\xa0\x80b\xff", "stream": b"false"}),
+            "the body is not valid UTF-8 (or the charset its part names)",
+        ),
+        (
+            b'{"message": "a\xed\xa0\x80b\xff", "stream": false}',
+            {"content-type": JSON},
+            "the body is not valid JSON",
+        ),
+    ],
+    ids=["form", "form, raw bytes", "multipart", "json"],
+)
+async def test_text_that_is_not_utf8_is_refused_not_replaced(
+    client: Client, body: bytes, headers: dict[str, str], detail: str
+) -> None:
+    response = await client.post("/agents/travel-agent/runs", content=body, headers=headers)
+    assert_error(response, 422, "VALIDATION_ERROR", detail)
+    assert (await client.get("/sessions")).json()["data"] == []
+
+
+async def test_a_query_string_that_is_not_utf8_is_refused(client: Client) -> None:
+    response = await client.get("/v2/agents/sessions/s1/checkpoints?page_token=a%ff")
+    assert response.status_code == 422
+    assert response.json()["message"] == "the query string is not valid UTF-8"
+    response = await client.get("/sessions?limit=1&page=1&%ED%A0%80=1")
+    assert_error(response, 422, "VALIDATION_ERROR", "the query string is not valid UTF-8")
+
+
+@pytest.mark.parametrize(
+    "body", [b"message=caf%C3%A9&stream=false", b"message=caf\xc3\xa9&stream=false"]
+)
+async def test_a_form_in_utf8_is_read_as_utf8(client: Client, body: bytes) -> None:
+    """Escaped or not (browsers escape, some clients do not), UTF-8 is read as UTF-8."""
+    response = await client.post("/agents/travel-agent/runs", content=body, headers=FORM)
+    assert response.status_code == 200, response.text
+    assert response.json()["run_input"] == "café"
