@@ -26,7 +26,7 @@ from runpoint.services import DEFAULT_DATABASE, Runpoint
 from . import inputs
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
-from .security import PUBLIC, Authenticate
+from .security import PUBLIC, Authenticate, FailureBudget
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
@@ -58,7 +58,8 @@ def build(
 ) -> Litestar:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
-    (as often as they like without it), with bodies of at most `max_body_bytes`."""
+    (as often as they like without it; it budgets each address's failed authentications
+    alike), with bodies of at most `max_body_bytes`."""
     ops = operations(doc or document())
     ids = {op.operation_id for op in ops}
     if missing := sorted(ids - HANDLERS.keys()):
@@ -82,7 +83,10 @@ def build(
         route_handlers=[*(_route(rp, path, path_ops) for path, path_ops in paths.items()), ui],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
-        middleware=[Authenticate(auth or Auth()), *([rate_limit.middleware] if rate_limit else [])],
+        middleware=[
+            Authenticate(auth or Auth(), FailureBudget.of(rate_limit) if rate_limit else None),
+            *([rate_limit.middleware] if rate_limit else []),
+        ],
         request_max_body_size=max_body_bytes,
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id],
