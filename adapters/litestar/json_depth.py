@@ -7,26 +7,32 @@ levels. MAX_DEPTH leaves ample room above that and stays far below the recursion
 
 from __future__ import annotations
 
-import re
-
 from .errors import HttpError
 
 MAX_DEPTH = 64
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # brackets in one do not nest
-_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+_NOT_SYNTAX = bytes(sorted(set(range(256)) - set(b'[]{}"')))
 _OPENING = frozenset(b"[{")
 
 
 def refuse_deep(text: bytes, what: str) -> None:
     """A 422 naming `what` if `text` nests arrays and objects deeper than MAX_DEPTH."""
-    if text.count(b"[") + text.count(b"{") <= MAX_DEPTH:
-        return  # too few brackets to nest that deep: most bodies stop here
+    if text.count(b"[") + text.count(b"{") > MAX_DEPTH and deeper_than(text, MAX_DEPTH):
+        raise HttpError(
+            422,
+            "VALIDATION_ERROR",
+            f"{what} nests arrays and objects deeper than {MAX_DEPTH} levels",
+        )
+
+
+def deeper_than(text: bytes, limit: int) -> bool:
+    """Whether arrays and objects in `text` nest deeper than `limit`, brackets in strings not
+    counted (of invalid JSON: whether a decoder would before it fails)."""
+    # escapes read pairwise from the left, as in a string: the quotes left delimit strings
+    unescaped = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    syntax = unescaped.translate(None, _NOT_SYNTAX)  # byte operations so far: cheap at any size
     depth = 0
-    for bracket in _STRING.sub(b"", text).translate(None, _NOT_BRACKET):
+    for bracket in b"".join(syntax.split(b'"')[::2]):  # those outside strings
         depth += 1 if bracket in _OPENING else -1
-        if depth > MAX_DEPTH:
-            raise HttpError(
-                422,
-                "VALIDATION_ERROR",
-                f"{what} nests arrays and objects deeper than {MAX_DEPTH} levels",
-            )
+        if depth > limit:
+            return True
+    return False

@@ -10,6 +10,8 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from runpoint.adapters.litestar import json_depth
+
 Client = AsyncTestClient[Litestar]
 JSON = "application/json"
 
@@ -244,6 +246,22 @@ async def test_json_nesting_up_to_the_bound_is_served(client: Client) -> None:
     assert response.status_code == 200, response.text
     one_more = '{"message": "hi", "ignored": ' + nested(64) + "}"
     assert (await post_json(client, runs, one_more)).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("text", "depth"),
+    [
+        (b'{"a": [1, {"b": []}]}', 4),
+        (b'["[[[", "]]]]", {"[": "{"}]', 2),
+        (b'["\\"[[", []]', 2),  # an escaped quote does not end the string
+        (b'["\\\\", [[]]]', 3),  # an escaped backslash does not escape the quote
+        (b'["\\\\\\"[", []]', 2),
+        (b"[" * 1_000, 1_000),  # never closed: as deep as a decoder would go
+    ],
+)
+def test_json_depth_counts_brackets_outside_strings(text: bytes, depth: int) -> None:
+    assert json_depth.deeper_than(text, depth - 1)
+    assert not json_depth.deeper_than(text, depth)
 
 
 @pytest.mark.parametrize("how", ["form", "multipart"])
