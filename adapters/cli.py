@@ -33,7 +33,8 @@ ACCESS_OPTIONS = (
     (
         "--rate-limit",
         "RUNPOINT_RATE_LIMIT",
-        "requests per principal, e.g. 600/minute (default: none)",
+        "requests per principal, and failed authentications per client address, "
+        "e.g. 600/minute (default: none)",
     ),
     (
         "--max-body-bytes",

@@ -12,9 +12,11 @@ from typing import Any
 
 from litestar import Litestar, Request, Response
 from litestar.enums import HttpMethod
+from litestar.file_system import BaseLocalFileSystem
 from litestar.handlers import HTTPRouteHandler
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.static_files import create_static_files_router
+from litestar.types import FileInfo, PathType
 
 from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
@@ -24,7 +26,7 @@ from runpoint.services import Runpoint
 from . import inputs
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
-from .security import PUBLIC, Authenticate
+from .security import PUBLIC, Authenticate, FailureBudget
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
@@ -57,7 +59,8 @@ def build(
 ) -> Litestar:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
-    (as often as they like without it), with bodies of at most `max_body_bytes`."""
+    (as often as they like without it; it budgets each address's failed authentications
+    alike), with bodies of at most `max_body_bytes`."""
     ops = operations(doc or document())
     ids = {op.operation_id for op in ops}
     if missing := sorted(ids - HANDLERS.keys()):
@@ -70,18 +73,37 @@ def build(
     # The console's static files at /ui: not an operation of the document, a client of them
     # (anyone may load them; what they call asks for credentials like any client's calls).
     ui = create_static_files_router(
-        "/ui", [console.DIRECTORY], html_mode=True, name="console", opt={PUBLIC: True}
+        "/ui",
+        [console.DIRECTORY],
+        file_system=ConsoleFiles(),
+        html_mode=True,
+        name="console",
+        opt={PUBLIC: True},
     )
     return Litestar(
         route_handlers=[*(_route(rp, path, path_ops) for path, path_ops in paths.items()), ui],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
-        middleware=[Authenticate(auth or Auth()), *([rate_limit.middleware] if rate_limit else [])],
+        middleware=[
+            Authenticate(auth or Auth(), FailureBudget.of(rate_limit) if rate_limit else None),
+            *([rate_limit.middleware] if rate_limit else []),
+        ],
         request_max_body_size=max_body_bytes,
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id],
         openapi_config=None,  # the checked-in document is served instead
     )
+
+
+class ConsoleFiles(BaseLocalFileSystem):
+    """The console's directory, where a path the system cannot even look up (one with a
+    NUL, a name too long) is simply not there: a 404, not Litestar's 500."""
+
+    async def info(self, path: PathType, **kwargs: Any) -> FileInfo:
+        try:
+            return await super().info(path, **kwargs)
+        except (OSError, ValueError) as exc:  # os.stat: ValueError for a NUL
+            raise FileNotFoundError(str(path)) from exc
 
 
 def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:

@@ -16,7 +16,7 @@ from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
 from runpoint.types import Decision
 
-from . import session_wire, sse, wire
+from . import json_depth, session_wire, sse, wire
 from .errors import HttpError
 from .spec import document_json
 
@@ -215,6 +215,7 @@ def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
     if tools is None or tools == "":
         return None
     if isinstance(tools, str):
+        json_depth.refuse_deep(tools.encode(), "tools")
         try:
             tools = msgspec.json.decode(tools)
         except msgspec.DecodeError:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 import msgspec
 from litestar import Request
 
+from . import json_depth
 from .errors import HttpError
-from .spec import FORMS, JSON, Field, Operation
+from .spec import FORMS, JSON, URLENCODED, Field, Operation
 
 _INTEGER = re.compile(r"-?\d+")
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
@@ -22,7 +24,7 @@ async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]
     body, body_is_text = await _body(request, op) if op.body_types else ({}, False)
     sources: dict[str, tuple[Mapping[str, Any], bool]] = {
         "path": (request.path_params, True),
-        "query": (request.query_params, True),
+        "query": (_url_decoded(request.scope["query_string"], "the query string"), True),
         "header": (request.headers, True),
         "body": (body, body_is_text),
     }
@@ -62,16 +64,17 @@ async def _body(request: Request[Any, Any, Any], op: Operation) -> tuple[Mapping
     """The body's fields, and whether they are text (form fields) rather than JSON values."""
     media_type = request.content_type[0]
     if media_type == JSON and JSON in op.body_types:
+        body = await request.body()
+        json_depth.refuse_deep(body, "the body")
         try:
-            data = msgspec.json.decode(await request.body())
+            data = msgspec.json.decode(body)
         except msgspec.DecodeError:
             raise HttpError(422, "VALIDATION_ERROR", "the body is not valid JSON") from None
         if not isinstance(data, dict):
             raise HttpError(422, "VALIDATION_ERROR", "the body must be a JSON object")
         return data, False
     if media_type in FORMS and media_type in op.body_types:
-        form = await request.form()
-        return {k: v for k, v in form.multi_items() if isinstance(v, str)}, True
+        return await _form_fields(request, media_type), True
     if not await request.body():
         return {}, True
     raise HttpError(
@@ -79,6 +82,29 @@ async def _body(request: Request[Any, Any, Any], op: Operation) -> tuple[Mapping
         "UNSUPPORTED_MEDIA_TYPE",
         f"send the body as one of {', '.join(op.body_types)}, not {media_type or 'untyped'}",
     )
+
+
+async def _form_fields(request: Request[Any, Any, Any], media_type: str) -> dict[str, str]:
+    """A form's text fields (a multipart form's files are no input of ours)."""
+    if media_type == URLENCODED:
+        return _url_decoded(await request.body(), "the body")
+    try:
+        form = await request.form()
+    except (UnicodeDecodeError, LookupError):  # LookupError: a part names an unknown charset
+        raise HttpError(
+            422, "VALIDATION_ERROR", "the body is not valid UTF-8 (or the charset its part names)"
+        ) from None
+    return {k: v for k, v in form.multi_items() if isinstance(v, str)}
+
+
+def _url_decoded(encoded: bytes, what: str) -> dict[str, str]:
+    """The fields of a query string or a urlencoded form, the last of a repeated name. Text
+    that is not UTF-8 is refused, as in JSON: Litestar would read it as Latin-1 or replace
+    it with U+FFFD, and so store something other than what the client sent."""
+    try:
+        return dict(parse_qsl(encoded.decode(), keep_blank_values=True, errors="strict"))
+    except UnicodeDecodeError:
+        raise HttpError(422, "VALIDATION_ERROR", f"{what} is not valid UTF-8") from None
 
 
 def _readable(exc: msgspec.ValidationError, raw: Mapping[str, Any]) -> str:

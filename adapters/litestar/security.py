@@ -4,15 +4,22 @@ so each dialect's exception handlers (errors.py) render them in its own format."
 
 from __future__ import annotations
 
+import math
 import re
+import time
+from collections import Counter
 from typing import Any, get_args
 
 from litestar import Request
 from litestar.datastructures import Headers
 from litestar.enums import ScopeType
-from litestar.exceptions import NotAuthorizedException, PermissionDeniedException
+from litestar.exceptions import (
+    NotAuthorizedException,
+    PermissionDeniedException,
+    TooManyRequestsException,
+)
 from litestar.middleware import ASGIMiddleware
-from litestar.middleware.rate_limit import DurationUnit, RateLimitConfig
+from litestar.middleware.rate_limit import DURATION_VALUES, DurationUnit, RateLimitConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from runpoint import tenancy
@@ -24,9 +31,52 @@ _READING = frozenset({"GET", "HEAD"})
 _RATE = re.compile(r"(\d+)/(" + "|".join(get_args(DurationUnit)) + ")")
 
 
+class FailureBudget:
+    """At most `count` failed authentications per client address in each window of
+    `seconds` (fixed windows, as Litestar's limiter keeps). Past it, the address's every
+    request for a secured route is a 429 until the window ends, refused before its
+    credentials are looked at: guessing keys or flooding JWT verification costs the
+    guesser its time, not the server its CPU."""
+
+    def __init__(self, count: int, seconds: int) -> None:
+        self.count = count
+        self.seconds = seconds
+        self._window = -1
+        self._failures: Counter[str] = Counter()
+
+    @classmethod
+    def of(cls, limit: RateLimitConfig) -> FailureBudget:
+        """As many failures per address as `limit` allows requests per principal."""
+        unit, count = limit.rate_limit
+        return cls(count, DURATION_VALUES[unit])
+
+    def check(self, address: str) -> None:
+        """A 429 with Retry-After if `address` has spent its budget in this window."""
+        now = self._now()
+        if self._failures[address] >= self.count:
+            retry_after = math.ceil(self.seconds - now % self.seconds)
+            raise TooManyRequestsException(
+                "too many failed authentications from this address",
+                headers={"Retry-After": str(retry_after)},
+            )
+
+    def spend(self, address: str) -> None:
+        self._now()
+        self._failures[address] += 1
+
+    def _now(self) -> float:
+        """The time, once the failures of past windows are forgotten (so the memory held
+        is one window's failing addresses at most)."""
+        now = time.monotonic()
+        if (window := int(now // self.seconds)) != self._window:
+            self._window, self._failures = window, Counter()
+        return now
+
+
 class Authenticate(ASGIMiddleware):
     """Acts as the principal the bearer token proves (401 without one), if it has the
-    scope the method needs (403): `read` for GET, `write` for anything else."""
+    scope the method needs (403): `read` for GET, `write` for anything else. With
+    `failures`, each client address has a budget of 401s (see FailureBudget)."""
 
     scopes = (ScopeType.HTTP,)
     exclude_opt_key = PUBLIC
@@ -36,8 +86,9 @@ class Authenticate(ASGIMiddleware):
         # Litestar answers OPTIONS itself (Allow, CORS preflights carry no credentials)
         return scope.get("method") == "OPTIONS"
 
-    def __init__(self, auth: Auth) -> None:
+    def __init__(self, auth: Auth, failures: FailureBudget | None = None) -> None:
         self.auth = auth
+        self.failures = failures
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
         principal = tenancy.OPEN if self.auth.is_open else self._principal(scope)
@@ -49,12 +100,20 @@ class Authenticate(ASGIMiddleware):
             await next_app(scope, receive, send)
 
     def _principal(self, scope: Scope) -> tenancy.Principal:
+        # the address as the server saw it (uvicorn takes X-Forwarded-For only from the
+        # proxies $FORWARDED_ALLOW_IPS trusts); none over a Unix socket
+        client = scope.get("client")
+        address = client[0] if client else ""
+        if self.failures:
+            self.failures.check(address)
         scheme, _, token = Headers.from_scope(scope).get("authorization", "").partition(" ")
         try:
             if scheme and scheme.lower() != "bearer":
                 raise Unauthenticated(f"use the Bearer scheme, not {scheme}")
             return self.auth.principal(token.strip())
         except Unauthenticated as exc:
+            if self.failures:
+                self.failures.spend(address)
             raise NotAuthorizedException(str(exc), headers={"WWW-Authenticate": "Bearer"}) from None
 
 

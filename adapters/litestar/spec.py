@@ -18,7 +18,8 @@ import yaml
 
 METHODS = ("get", "put", "post", "delete", "patch")
 JSON = "application/json"
-FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
+URLENCODED = "application/x-www-form-urlencoded"
+FORMS = (URLENCODED, "multipart/form-data")
 _TEXT_CONSTRAINTS = {"pattern": "pattern", "minLength": "min_length", "maxLength": "max_length"}
 _NUMBER_CONSTRAINTS = {"minimum": "ge", "maximum": "le"}
 _KNOWN_KEYS = {"type", "anyOf", "const", "enum", "items", "properties", "required", "default"}

@@ -120,6 +120,26 @@ async def test_the_consoles_files_are_public_and_open_nothing_else(keyed: Client
     assert (await keyed.post("/ui/", data={"message": "Paris"})).status_code == 405
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/ui/x%00",
+        "/ui/index.html%00.js",
+        "/ui/%00/index.html",
+        "/ui/%ff",
+        "/ui/%ed%a0%80",
+        "/ui/%2e%2e/%2e%2e/%2e%2e/%2e%2e/etc/passwd",
+        pytest.param("/ui/" + "a" * 5_000, id="a name too long"),
+        pytest.param("/ui/" + "a/" * 2_000, id="a path too long"),
+    ],
+)
+async def test_a_console_path_the_system_cannot_look_up_is_a_404(keyed: Client, path: str) -> None:
+    """A NUL or a name too long for the file system is not a file of the console either."""
+    response = await keyed.get(path)
+    assert response.status_code == 404, response.text
+    assert response.json()["error_code"] == "NOT_FOUND"
+
+
 async def test_a_read_only_key_reads_and_cannot_write(keyed: Client) -> None:
     status, run = await whoami(keyed, bearer("alpha-key"))
     assert status == 200

@@ -3,13 +3,17 @@ before anything starts (no 200 stream holding an error)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from runpoint.adapters.litestar import json_depth
+
 Client = AsyncTestClient[Litestar]
+JSON = "application/json"
 
 
 async def completed_run(client: Client) -> dict[str, Any]:
@@ -185,3 +189,137 @@ async def test_unknown_path_and_method(client: Client) -> None:
     response = await client.put("/sessions")
     assert_error(response, 405, "METHOD_NOT_ALLOWED", "Method Not Allowed")
     assert response.headers["allow"] == "GET, OPTIONS"
+
+
+def nested(depth: int) -> str:
+    """JSON text `depth` levels deep, arrays and objects in turn: [{"a": [{"a": ...}]}]."""
+    opening = "".join("[" if level % 2 == 0 else '{"a":' for level in range(depth))
+    closing = "".join("]" if level % 2 == 0 else "}" for level in reversed(range(depth)))
+    return opening + "1" + closing
+
+
+async def post_json(client: Client, path: str, text: str) -> Any:
+    return await client.post(path, content=text.encode(), headers={"content-type": JSON})
+
+
+def multipart(fields: dict[str, bytes]) -> tuple[bytes, dict[str, str]]:
+    """A multipart/form-data body of these text fields (no file), and its content type."""
+    parts = [
+        b'--B\r\nContent-Disposition: form-data; name="%s"\r\n\r\n%s\r\n' % (name.encode(), value)
+        for name, value in fields.items()
+    ]
+    return b"".join(parts) + b"--B--\r\n", {"content-type": "multipart/form-data; boundary=B"}
+
+
+# every operation that takes a body, in both dialects
+BODIES = [
+    "/agents/travel-agent/runs",
+    "/agents/travel-agent/runs/r1/continue",
+    "/v2/agents/sessions/s1/checkpoints",
+    "/v2/agents/sessions/s1/fork",
+]
+
+
+@pytest.mark.parametrize("path", BODIES)
+async def test_json_nested_too_deep_is_a_422_not_a_crash(
+    client: Client, path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    deep = '{"message": "hi", "session_id": "s1", "deep": ' + nested(1_000) + "}"
+    response = await post_json(client, path, deep)
+    detail = "the body nests arrays and objects deeper than 64 levels"
+    if path.startswith("/v2/"):
+        assert response.status_code == 422
+        assert response.json()["id"] == "unprocessable_entity"
+        assert response.json()["message"] == detail
+    else:
+        assert_error(response, 422, "VALIDATION_ERROR", detail)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert (await client.get("/sessions")).json()["data"] == []
+
+
+async def test_json_nesting_up_to_the_bound_is_served(client: Client) -> None:
+    runs = "/agents/travel-agent/runs"
+    at_the_bound = '{"message": "hi", "stream": false, "ignored": ' + nested(63) + "}"
+    response = await post_json(client, runs, at_the_bound)
+    assert response.status_code == 200, response.text
+    # brackets inside strings do not nest
+    response = await client.post(runs, json={"message": "[{" * 1_000, "stream": False})
+    assert response.status_code == 200, response.text
+    one_more = '{"message": "hi", "ignored": ' + nested(64) + "}"
+    assert (await post_json(client, runs, one_more)).status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("text", "depth"),
+    [
+        (b'{"a": [1, {"b": []}]}', 4),
+        (b'["[[[", "]]]]", {"[": "{"}]', 2),
+        (b'["\\"[[", []]', 2),  # an escaped quote does not end the string
+        (b'["\\\\", [[]]]', 3),  # an escaped backslash does not escape the quote
+        (b'["\\\\\\"[", []]', 2),
+        (b"[" * 1_000, 1_000),  # never closed: as deep as a decoder would go
+    ],
+)
+def test_json_depth_counts_brackets_outside_strings(text: bytes, depth: int) -> None:
+    assert json_depth.deeper_than(text, depth - 1)
+    assert not json_depth.deeper_than(text, depth)
+
+
+@pytest.mark.parametrize("how", ["form", "multipart"])
+async def test_tools_json_text_nested_too_deep_is_a_422(client: Client, how: str) -> None:
+    url = "/agents/booking-agent/runs/r1/continue"
+    tools = "[" + nested(1_000) + "]"
+    if how == "form":
+        response = await client.post(url, data={"session_id": "s1", "tools": tools})
+    else:
+        body, headers = multipart({"session_id": b"s1", "tools": tools.encode()})
+        response = await client.post(url, content=body, headers=headers)
+    assert_error(
+        response, 422, "VALIDATION_ERROR", "tools nests arrays and objects deeper than 64 levels"
+    )
+
+
+FORM = {"content-type": "application/x-www-form-urlencoded"}
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "detail"),
+    [
+        (b"message=a%ED%A0%80b%ff&stream=false", FORM, "the body is not valid UTF-8"),
+        (b"message=a\xed\xa0\x80b\xff&stream=false", FORM, "the body is not valid UTF-8"),
+        (
+            *multipart({"message": b"a\xed\xa0\x80b\xff", "stream": b"false"}),
+            "the body is not valid UTF-8 (or the charset its part names)",
+        ),
+        (
+            b'{"message": "a\xed\xa0\x80b\xff", "stream": false}',
+            {"content-type": JSON},
+            "the body is not valid JSON",
+        ),
+    ],
+    ids=["form", "form, raw bytes", "multipart", "json"],
+)
+async def test_text_that_is_not_utf8_is_refused_not_replaced(
+    client: Client, body: bytes, headers: dict[str, str], detail: str
+) -> None:
+    response = await client.post("/agents/travel-agent/runs", content=body, headers=headers)
+    assert_error(response, 422, "VALIDATION_ERROR", detail)
+    assert (await client.get("/sessions")).json()["data"] == []
+
+
+async def test_a_query_string_that_is_not_utf8_is_refused(client: Client) -> None:
+    response = await client.get("/v2/agents/sessions/s1/checkpoints?page_token=a%ff")
+    assert response.status_code == 422
+    assert response.json()["message"] == "the query string is not valid UTF-8"
+    response = await client.get("/sessions?limit=1&page=1&%ED%A0%80=1")
+    assert_error(response, 422, "VALIDATION_ERROR", "the query string is not valid UTF-8")
+
+
+@pytest.mark.parametrize(
+    "body", [b"message=caf%C3%A9&stream=false", b"message=caf\xc3\xa9&stream=false"]
+)
+async def test_a_form_in_utf8_is_read_as_utf8(client: Client, body: bytes) -> None:
+    """Escaped or not (browsers escape, some clients do not), UTF-8 is read as UTF-8."""
+    response = await client.post("/agents/travel-agent/runs", content=body, headers=FORM)
+    assert response.status_code == 200, response.text
+    assert response.json()["run_input"] == "café"
