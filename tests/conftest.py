@@ -3,7 +3,9 @@
 Every test that takes `database` runs twice: on SQLite and on a real PostgreSQL server
 (started for the session from the machine's binaries, or RUNPOINT_TEST_POSTGRES). Where
 there is no PostgreSQL those runs are left out, with one line in the summary, unless
-RUNPOINT_REQUIRE_POSTGRES is set, which makes its absence an error.
+RUNPOINT_REQUIRE_POSTGRES is set, which makes its absence an error. A module whose subject
+is not storage marks itself `pytest.mark.memory` and runs once, on the in-memory backend
+(what every backend must do is the storage conformance suite's, tests/storage).
 """
 
 from __future__ import annotations
@@ -82,9 +84,15 @@ def _admin(url: str, statement: str) -> None:
     asyncio.run(execute())
 
 
-@pytest.fixture(params=BACKENDS)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "database" in metafunc.fixturenames:
+        memory = metafunc.definition.get_closest_marker("memory") is not None
+        metafunc.parametrize("database", ["memory"] if memory else BACKENDS, indirect=True)
+
+
+@pytest.fixture
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database URL on each backend."""
+    """A fresh, empty database URL on each backend the test runs on."""
     with fresh_database(request, tmp_path) as url:
         yield url
 
@@ -92,7 +100,11 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @contextlib.contextmanager
 def fresh_database(request: pytest.FixtureRequest, directory: Path) -> Iterator[str]:
     """A fresh, empty database URL on the backend `request.param` names: a file in
-    `directory`, or a database of the test server dropped afterwards."""
+    `directory`, or a database of the test server dropped afterwards, or a new in-memory
+    store."""
+    if request.param == "memory":
+        yield "memory:"
+        return
     if request.param == "sqlite":
         yield f"sqlite:///{directory / 'runpoint.db'}"
         return

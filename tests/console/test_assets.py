@@ -21,8 +21,8 @@ MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript
 
 
 @pytest.fixture
-async def client(tmp_path: Path) -> AsyncIterator[AsyncTestClient[Litestar]]:
-    app = create_app(agents, database=f"sqlite:///{tmp_path / 'runpoint.db'}")
+async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
+    app = create_app(agents, database="memory:")
     async with AsyncTestClient(app) as client:
         yield client
 

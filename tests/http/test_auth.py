@@ -37,8 +37,8 @@ def token(key: Any = SECRET, algorithm: str = "HS256", **claims: Any) -> str:
     return jwt.encode({k: v for k, v in claims.items() if v is not None}, key, algorithm)
 
 
-async def client_for(tmp_path: Path, access: auth.Auth) -> AsyncIterator[Client]:
-    app = create_app(agents, database=f"sqlite:///{tmp_path / 'runpoint.db'}", auth=access)
+async def client_for(access: auth.Auth) -> AsyncIterator[Client]:
+    app = create_app(agents, database="memory:", auth=access)
     async with AsyncTestClient(app) as client:
         yield client
 
@@ -46,14 +46,14 @@ async def client_for(tmp_path: Path, access: auth.Auth) -> AsyncIterator[Client]
 @pytest.fixture
 async def keyed(tmp_path: Path) -> AsyncIterator[Client]:
     access = auth.load(api_keys_file=str(write_keys_file(tmp_path)))
-    async for client in client_for(tmp_path, access):
+    async for client in client_for(access):
         yield client
 
 
 @pytest.fixture
 async def hs256(tmp_path: Path) -> AsyncIterator[Client]:
     access = auth.load(jwt_secret=SECRET, jwt_audience="runpoint", jwt_issuer="https://idp")
-    async for client in client_for(tmp_path, access):
+    async for client in client_for(access):
         yield client
 
 
@@ -206,7 +206,7 @@ async def test_a_public_key_verifies_rs256_and_refuses_an_hs256_token_made_with_
     )
     (tmp_path / "key.pem").write_bytes(pem)
     access = auth.load(jwt_public_key_file=str(tmp_path / "key.pem"))
-    async for client in client_for(tmp_path, access):
+    async for client in client_for(access):
         assert (await whoami(client, bearer(token(private, "RS256"))))[0] == 200
         # the classic confusion: the public key used as an HMAC secret
         response = await client.get("/sessions", headers=bearer(hmac_signed(pem)))
@@ -232,8 +232,8 @@ def test_an_audience_without_a_key_is_refused() -> None:
         auth.load(jwt_secret=SECRET, jwt_public_key_file="key.pem")
 
 
-async def test_the_open_server_needs_no_credentials_and_ignores_any(tmp_path: Path) -> None:
-    async for client in client_for(tmp_path, auth.Auth()):
+async def test_the_open_server_needs_no_credentials_and_ignores_any() -> None:
+    async for client in client_for(auth.Auth()):
         for headers in ({}, bearer("anything"), {"Authorization": "Basic eDp5"}):
             assert (await whoami(client, headers))[0] == 200
         sessions = (await client.get("/sessions")).json()["data"]

@@ -6,7 +6,6 @@ test_serve.py)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,10 +27,10 @@ MAX_BODY = 2_000
 
 
 @pytest.fixture
-async def limited(tmp_path: Path, keyed_auth: auth.Auth) -> AsyncIterator[Client]:
+async def limited(keyed_auth: auth.Auth) -> AsyncIterator[Client]:
     app = create_app(
         agents,
-        database=f"sqlite:///{tmp_path / 'runpoint.db'}",
+        database="memory:",
         auth=keyed_auth,
         rate_limit=rate_limit("3/minute"),
         max_body_bytes=MAX_BODY,
@@ -85,12 +84,10 @@ async def test_an_address_that_fails_authentication_too_often_gets_429_before_an
     assert len(checked) == 3
 
 
-async def test_the_failure_budget_is_each_addresss_own(
-    tmp_path: Path, keyed_auth: auth.Auth
-) -> None:
+async def test_the_failure_budget_is_each_addresss_own(keyed_auth: auth.Auth) -> None:
     app = create_app(
         agents,
-        database=f"sqlite:///{tmp_path / 'runpoint.db'}",
+        database="memory:",
         auth=keyed_auth,
         rate_limit=rate_limit("3/minute"),
     )

@@ -24,6 +24,8 @@ from runpoint.plugins.demo import agents
 
 from .conftest import bearer
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 Client = AsyncTestClient[Litestar]
 ALPHA, BETA = bearer("alpha-key"), bearer("beta-key")
 SECRET = "alpha-secret-7731"  # in alpha's message: no answer to beta may contain it

@@ -10,6 +10,8 @@ from runpoint.services import Runpoint
 from runpoint.types import RunStatus
 from tests.conftest import OpenRunpoint
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 
 @pytest.fixture
 async def rp(open_runpoint: OpenRunpoint) -> Runpoint:

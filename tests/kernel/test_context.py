@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from runpoint.agent import Agent
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel
 from tests.conftest import OpenRunpoint
+
+pytestmark = pytest.mark.memory  # storage is not the subject here
 
 
 class Recorder:

@@ -19,6 +19,8 @@ from runpoint.services import Runpoint
 from runpoint.types import Checkpoint, RunStatus
 from tests.conftest import OpenRunpoint
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 
 def test_built_ins_and_third_party_plugins_load_from_entry_points() -> None:
     names = {name for name, _ in PluginHost().manager.list_name_plugin()}

@@ -18,6 +18,8 @@ from runpoint.services import Runpoint
 from runpoint.types import RunStatus
 from tests.conftest import OpenRunpoint
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 CITIES = "Paris, Tokyo, Lagos and Kyoto"  # four tool batches (ending at 3, 5, 7, 9), then 10
 
 

@@ -11,6 +11,8 @@ from runpoint.plugins.demo import agents
 from runpoint.tenancy import Principal
 from tests.conftest import OpenRunpoint
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 ALPHA, BETA = Principal("alpha", "ada"), Principal("beta")
 
 

@@ -6,12 +6,16 @@ import asyncio
 from collections.abc import Mapping
 from typing import Literal
 
+import pytest
+
 from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.types import RunStatus, ToolCall
 from tests.conftest import OpenRunpoint
+
+pytestmark = pytest.mark.memory  # storage is not the subject here
 
 
 def test_schema_comes_from_the_signature_and_docstring() -> None:

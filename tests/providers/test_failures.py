@@ -14,6 +14,8 @@ from tests.providers.conftest import Api, travel_agent
 from tests.providers.loopback import Reply
 from tests.providers.wire import Turn
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 RETRIES = 1
 FIRST = Turn("Looking up Paris.", [("call_1", "get_population", {"city": "Paris"})])
 SECOND = Turn(None, [("call_2", "get_population", {"city": "Tokyo"})])

@@ -10,6 +10,8 @@ from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 
 async def test_a_missing_key_is_an_error_at_use(
     api: Api, monkeypatch: pytest.MonkeyPatch, open_runpoint: OpenRunpoint

@@ -13,6 +13,8 @@ from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 QUESTION = "Populations of Paris, Atlantis and Tokyo?"
 ATLANTIS_ERROR = "LookupError: no population known for Atlantis"
 PARIS = {"city": "Paris"}

@@ -13,6 +13,8 @@ from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn
 
+pytestmark = pytest.mark.memory  # storage is not the subject here
+
 QUESTION = "Populations of Paris and Tokyo?"
 INSTRUCTIONS = "Use get_population for each city."
 CALL_IDS = {"openai": "call_pX7", "openai-chat": "call_cQ2", "anthropic": "toolu_01Ab"}
