@@ -19,7 +19,7 @@ import msgspec
 from runpoint import idempotency, tenancy
 from runpoint.agent import Agent
 from runpoint.continuation import Continuation, ContinueRun
-from runpoint.errors import Conflict, InvalidRequest, NotContinuable, NotFound
+from runpoint.errors import Conflict, InvalidRequest, NotFound
 from runpoint.execution import POLL_SECONDS, Executor, RunHandle
 from runpoint.host import PluginHost
 from runpoint.queries import Queries
@@ -166,7 +166,8 @@ class Commands:
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> Run:
         """Cancel a run. One executing (here or in another process) stops at its next
-        boundary; one nobody executes (paused, or its process died) ends now."""
+        boundary; one nobody executes (paused, or its process died) ends now; one that
+        already ended stays as it is (cancel is idempotent: the answer says its status)."""
         run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
         if self.executor.cancel(run_id):
             return run
@@ -174,7 +175,7 @@ class Commands:
             run.cancel_requested = True
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
-            raise NotContinuable(f"run {run_id} already ended: {run.status}")
+            return run
         run.status = RunStatus.CANCELLED
         run.updated_at = now()
         self.leases.stamp(run)

@@ -174,14 +174,9 @@ class Continuation:
     async def _branch(
         self, agent: Agent, source: Run, index: int, request: ContinueRun, stream: bool
     ) -> RunHandle:
-        """A new run from the source's boundary `index`, pointing at its rows below it."""
-        if index == source.message_count and not (
-            request.fork or request.regenerate or request.input is not None
-        ):
-            raise NotContinuable(
-                f"run {source.run_id} is {source.status}; to continue it from its end give "
-                "an input, or set fork or regenerate"
-            )
+        """A new run from the source's boundary `index`, pointing at its rows below it.
+        From the end of an ended run with nothing new, the model takes another turn, as
+        AgentOS continues a COMPLETED run."""
         if request.regenerate and request.replace_original is not False:
             if source.status in IN_FLIGHT:
                 raise Conflict(f"run {source.run_id} is in flight; it cannot be replaced yet")

@@ -269,7 +269,9 @@ class Execution:
         self.event(
             "RunPaused",
             tools=[
-                _call_info(c) | {"in_doubt": c.id in self.run.in_doubt}
+                # every call listed waits on a person: Agno's clients confirm what says so
+                _call_info(c)
+                | {"in_doubt": c.id in self.run.in_doubt, "requires_confirmation": True}
                 for c in calls
                 if c.id in waiting
             ],
@@ -282,7 +284,7 @@ class Execution:
         if status is RunStatus.COMPLETED:
             self.event("RunContentCompleted")
         await self.boundary("end")
-        self.event(event, content=self.run.content, error=self.run.error)
+        self.event(event, content=self.run.content, error=self.run.error, usage=self.run.usage)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 

@@ -52,6 +52,16 @@ async def get_openapi(rp: Runpoint) -> Reply:
     return Response(document_json(), media_type="application/json")
 
 
+def _agent_name(rp: Runpoint, agent_id: str) -> str | None:
+    agent = rp.agents.get(agent_id)
+    return agent.name if agent else None
+
+
+@operation
+async def get_config(rp: Runpoint) -> Reply:
+    return wire.ConfigOut("runpoint", "runpoint", [wire.agent(a) for a in rp.agents.values()])
+
+
 @operation
 async def list_agents(rp: Runpoint) -> Reply:
     return [wire.agent(a) for a in rp.agents.values()]
@@ -73,6 +83,7 @@ async def create_agent_run(
     session_id: str | None,
     user_id: str | None,
     idempotency_key: str | None,
+    events: sse.Events,
 ) -> Reply:
     handle = await rp.create_run(
         agent_id,
@@ -83,19 +94,21 @@ async def create_agent_run(
         background=background,
         idempotency_key=idempotency_key,
     )
-    return await _started(rp, handle, stream, background)
+    return await _started(rp, handle, stream, background, events)
 
 
 @operation
 async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
-    return wire.run_detail(await rp.get_run(run_id, session_id=session_id, agent_id=agent_id))
+    detail = await rp.get_run(run_id, session_id=session_id, agent_id=agent_id)
+    return wire.run_detail(detail, _agent_name(rp, agent_id))
 
 
 @operation
 async def cancel_agent_run(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str | None
 ) -> Reply:
-    return wire.run(await rp.cancel(run_id, session_id=session_id, agent_id=agent_id))
+    run = await rp.cancel(run_id, session_id=session_id, agent_id=agent_id)
+    return wire.run(run, agent_name=_agent_name(rp, agent_id))
 
 
 @operation
@@ -110,7 +123,7 @@ async def get_agent_run_checkpoint_snapshot(
     rp: Runpoint, *, agent_id: str, run_id: str, message_index: int, session_id: str
 ) -> Reply:
     snapshot = await rp.snapshot(run_id, message_index, session_id=session_id, agent_id=agent_id)
-    return wire.snapshot(snapshot)
+    return wire.snapshot(snapshot, _agent_name(rp, agent_id))
 
 
 @operation
@@ -130,6 +143,7 @@ async def continue_agent_run(
     tools: str | list[Any] | None,
     model: str | None,
     idempotency_key: str | None,
+    events: sse.Events,
 ) -> Reply:
     handle = await rp.continue_run(
         run_id,
@@ -146,7 +160,7 @@ async def continue_agent_run(
         background=background,
         idempotency_key=idempotency_key,
     )
-    return await _started(rp, handle, stream, background)
+    return await _started(rp, handle, stream, background, events)
 
 
 @operation
@@ -165,7 +179,10 @@ async def list_sessions(rp: Runpoint, *, limit: int, page: int) -> Reply:
 
 @operation
 async def get_session(rp: Runpoint, *, session_id: str) -> Reply:
-    return wire.session(await rp.get_session(session_id))
+    session = await rp.get_session(session_id)
+    runs = await rp.list_runs(session_id)
+    # AgentOS's default name: the session's first input
+    return wire.session(session, runs[0].input if runs else None)
 
 
 @operation
@@ -176,20 +193,34 @@ async def delete_session(rp: Runpoint, *, session_id: str) -> Reply:
 
 @operation
 async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
-    return [wire.run(r) for r in await rp.list_runs(session_id)]
+    runs = await rp.list_runs(session_id)
+    return [
+        wire.run_detail(
+            await rp.get_run(r.run_id, session_id=session_id), _agent_name(rp, r.agent_id)
+        )
+        for r in runs
+    ]
 
 
-async def _started(rp: Runpoint, handle: RunHandle, stream: bool, background: bool) -> Reply:
+@operation
+async def get_session_run(rp: Runpoint, *, session_id: str, run_id: str) -> Reply:
+    detail = await rp.get_run(run_id, session_id=session_id)
+    return wire.run_detail(detail, _agent_name(rp, detail.run.agent_id))
+
+
+async def _started(
+    rp: Runpoint, handle: RunHandle, stream: bool, background: bool, events: sse.Events
+) -> Reply:
     """A started run's response: its event stream, at once its id (background), or the
     run once it stops. A retry's (see Idempotency-Key) events went to the first request."""
     if stream and not handle.replayed:
-        return sse.stream(handle)
+        return sse.stream(handle, events)
     if background:
         run = handle.run
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)
         return Response(wire.encode(accepted), status_code=202, media_type="application/json")
     run = await handle.result()
-    return wire.run_detail(await rp.get_run(run.run_id))
+    return wire.run_detail(await rp.get_run(run.run_id), _agent_name(rp, run.agent_id))
 
 
 def _continue_from(value: str | int) -> ContinueFrom:

@@ -22,6 +22,9 @@ class Metrics(msgspec.Struct):
     input_tokens: int
     output_tokens: int
     total_tokens: int
+    # a run's, in seconds; null for a message, and for what runpoint does not measure
+    duration: float | None = None
+    time_to_first_token: float | None = None
 
 
 class Function(msgspec.Struct):
@@ -47,6 +50,7 @@ class MessageOut(msgspec.Struct, omit_defaults=True):
     tool_name: str | None = None
     tool_args: dict[str, Any] | None = None
     tool_call_error: bool | None = None
+    from_history: bool = False  # Agno's flag: runpoint lists a run's own messages only
 
 
 class Accepted(msgspec.Struct):
@@ -69,6 +73,7 @@ class ToolExecutionOut(msgspec.Struct):
 class RunOut(msgspec.Struct):
     run_id: str
     agent_id: str
+    agent_name: str | None
     session_id: str
     user_id: str | None
     status: str
@@ -76,6 +81,7 @@ class RunOut(msgspec.Struct):
     content: str | None
     error: str | None
     model: str | None
+    model_provider: str | None
     policy: str | None
     created_at: int
     updated_at: int
@@ -89,6 +95,7 @@ class RunOut(msgspec.Struct):
     regenerated_from: str | None
     last_checkpoint_at_message_index: int | None
     content_type: Literal["str"] = "str"
+    session_state: None = None  # runpoint keeps no session state dict
 
 
 class CheckpointOut(msgspec.Struct):
@@ -122,11 +129,14 @@ class SnapshotOut(msgspec.Struct):
 
 class SessionOut(msgspec.Struct):
     session_id: str
+    agent_session_id: str
+    session_name: str | None
     agent_id: str
     user_id: str | None
     forked_from_session_id: str | None
     created_at: int
     updated_at: int
+    session_state: None = None
 
 
 class PageMeta(msgspec.Struct):
@@ -151,20 +161,50 @@ class ToolOut(msgspec.Struct):
     requires_confirmation: bool
 
 
-class AgentOut(msgspec.Struct):
+class ModelOut(msgspec.Struct):
+    """AgentOS's two model shapes at once: {id, provider} in summaries, {name, model,
+    provider} in an agent's detail."""
+
     id: str
-    name: str | None
+    name: str
     model: str
-    instructions: str | None
-    checkpoint: str
+    provider: str
+
+
+class ToolsOut(msgspec.Struct):
     tools: list[ToolOut]
 
 
-def metrics(usage: Usage | None) -> Metrics:
+class AgentOut(msgspec.Struct):
+    id: str
+    name: str | None
+    model: ModelOut
+    instructions: str | None
+    checkpoint: str
+    tools: ToolsOut
+
+
+class ConfigOut(msgspec.Struct):
+    """AgentOS's /config, for what runpoint has: agents (no teams, workflows, interfaces)."""
+
+    os_id: str
+    name: str
+    agents: list[AgentOut]
+    databases: list[str] = msgspec.field(default_factory=list)
+    teams: list[Any] = msgspec.field(default_factory=list)
+    workflows: list[Any] = msgspec.field(default_factory=list)
+    interfaces: list[Any] = msgspec.field(default_factory=list)
+
+
+def metrics(usage: Usage | None, duration: float | None = None) -> Metrics:
     usage = usage or Usage()
-    return Metrics(
-        usage.input_tokens, usage.output_tokens, usage.input_tokens + usage.output_tokens
-    )
+    total = usage.input_tokens + usage.output_tokens
+    return Metrics(usage.input_tokens, usage.output_tokens, total, duration)
+
+
+def provider(model_name: str | None) -> str | None:
+    """A model's provider: what its name says before the colon ("openai:gpt-4o")."""
+    return model_name.partition(":")[0] if model_name else None
 
 
 def message(m: Message) -> MessageOut:
@@ -187,11 +227,12 @@ def message(m: Message) -> MessageOut:
     )
 
 
-def run(r: Run, detail: RunDetail | None = None) -> RunOut:
+def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = None) -> RunOut:
     """A run; with its transcript and tools when `detail` is given."""
     return RunOut(
         run_id=r.run_id,
         agent_id=r.agent_id,
+        agent_name=agent_name,
         session_id=r.session_id,
         user_id=r.user_id,
         status=r.status,
@@ -199,11 +240,12 @@ def run(r: Run, detail: RunDetail | None = None) -> RunOut:
         content=r.content,
         error=r.error,
         model=r.model,
+        model_provider=provider(r.model),
         policy=r.policy,
         created_at=int(r.created_at),
         updated_at=int(r.updated_at),
         message_count=r.message_count,
-        metrics=metrics(r.usage),
+        metrics=metrics(r.usage, r.updated_at - r.created_at),
         messages=[message(m) for m in detail.messages] if detail else None,
         tools=[ToolExecutionOut(**msgspec.structs.asdict(t)) for t in detail.tools]
         if detail
@@ -216,8 +258,8 @@ def run(r: Run, detail: RunDetail | None = None) -> RunOut:
     )
 
 
-def run_detail(detail: RunDetail) -> RunOut:
-    return run(detail.run, detail)
+def run_detail(detail: RunDetail, agent_name: str | None = None) -> RunOut:
+    return run(detail.run, detail, agent_name=agent_name)
 
 
 def checkpoint(c: Checkpoint, *, is_latest: bool) -> CheckpointOut:
@@ -247,20 +289,22 @@ def timeline(r: Run, checkpoints: list[Checkpoint]) -> TimelineOut:
     )
 
 
-def snapshot(s: Snapshot) -> SnapshotOut:
+def snapshot(s: Snapshot, agent_name: str | None = None) -> SnapshotOut:
     # Only the end checkpoint is known to be the latest without reading the timeline.
     cp = s.checkpoint
     return SnapshotOut(
         checkpoint=checkpoint(cp, is_latest=cp.reason == "end") if cp else None,
-        snapshot=run_detail(s.detail),
+        snapshot=run_detail(s.detail, agent_name),
         message_index=s.message_index,
         requested_message_index=s.requested_index,
     )
 
 
-def session(s: Session) -> SessionOut:
+def session(s: Session, name: str | None = None) -> SessionOut:
     return SessionOut(
         session_id=s.session_id,
+        agent_session_id=s.session_id,
+        session_name=name,
         agent_id=s.agent_id,
         user_id=s.user_id,
         forked_from_session_id=s.forked_from_session_id,
@@ -273,11 +317,13 @@ def agent(a: Agent) -> AgentOut:
     return AgentOut(
         id=a.id,
         name=a.name,
-        model=a.model_name,
+        model=ModelOut(a.model_name, a.model_name, a.model_name, provider(a.model_name) or ""),
         instructions=a.instructions,
         checkpoint=a.checkpoint,
-        tools=[
-            ToolOut(t.name, t.schema.description, t.schema.parameters, t.requires_confirmation)
-            for t in a.tool_map.values()
-        ],
+        tools=ToolsOut(
+            [
+                ToolOut(t.name, t.schema.description, t.schema.parameters, t.requires_confirmation)
+                for t in a.tool_map.values()
+            ]
+        ),
     )

@@ -74,7 +74,7 @@ def test_the_console_asks_for_a_token_and_shows_that_teams_sessions(console: Con
     page.locator(f'#session-body a[href$="/runs/{alpha_run}"]').click()
     page.get_by_role("button", name="Checkpoint at message 3", exact=True).click()
     page.get_by_label("New input").fill("Only Paris, please.")
-    with page.expect_request(lambda r: r.url.endswith("/continue")) as continued:
+    with page.expect_request(lambda r: r.url.endswith("/continue?events=all")) as continued:
         page.get_by_role("button", name="Continue from here").click()
     assert continued.value.header_value("authorization") == "Bearer alpha-key"
     opened_run(page, other_than=alpha_run)

@@ -71,7 +71,7 @@ def test_a_lost_stream_is_reported_and_the_run_can_still_be_opened(console: Cons
         first_events = b"".join(e + b"\n\n" for e in response.body().split(b"\n\n")[:3])
         route.fulfill(response=response, body=first_events)
 
-    page.route(re.compile(r"/continue$"), cut_off)
+    page.route(re.compile(r"/continue\?events=all$"), cut_off)
     console.open(f"#/sessions/{session_id}/runs/{run_id}/at/3")
     page.get_by_label("New input").fill("Only Paris, please.")
     page.get_by_role("button", name="Continue from here").click()

@@ -78,11 +78,12 @@ export const api = {
   forkSession: (agentId, sessionId) =>
     json(path`/agents/${agentId}/sessions/${sessionId}/fork`, { method: "POST" }),
 
-  // Streams: POST with stream=true, read as Server-Sent Events (EventSource cannot POST).
+  // Streams: POST with stream=true, read as Server-Sent Events (EventSource cannot POST);
+  // events=all asks for runpoint's own events (CheckpointCreated) too.
   createRun: (agentId, body, signal) =>
-    events(path`/agents/${agentId}/runs`, body, signal),
+    events(path`/agents/${agentId}/runs?events=all`, body, signal),
   continueRun: (agentId, runId, body, signal) =>
-    events(path`/agents/${agentId}/runs/${runId}/continue`, body, signal),
+    events(path`/agents/${agentId}/runs/${runId}/continue?events=all`, body, signal),
 };
 
 // Yields {event, data} for each Server-Sent Event of a run. A refused request throws before

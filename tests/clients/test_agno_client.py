@@ -1,0 +1,161 @@
+"""Agno 3.1.10's own `AgentOSClient` against `runpoint serve`: every method that touches
+agents, sessions, runs, streams, continue, cancel and delete answers in the client's own
+types, and the client logs no error (it logs, rather than raises, what it cannot parse)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+
+import httpx
+import pytest
+from agno.client import AgentOSClient
+from agno.models.response import ToolExecution
+from agno.os.schema import AgentSessionDetailSchema, RunSchema
+from agno.run.agent import (
+    ModelRequestCompletedEvent,
+    RunCompletedEvent,
+    RunOutput,
+    RunOutputEvent,
+    RunPausedEvent,
+)
+from agno.utils.log import logger as agno_logger
+
+# one event loop for the module: Agno's client shares one httpx client across calls
+pytestmark = pytest.mark.asyncio(loop_scope="module")
+
+PROMPT = "Compare the populations of Paris, Tokyo, and Lagos in one sentence."
+
+
+class Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_client_errors() -> Iterator[None]:
+    """Agno's logger does not propagate: listen on it directly."""
+    records = Records()
+    agno_logger.addHandler(records)
+    try:
+        yield
+    finally:
+        agno_logger.removeHandler(records)
+    assert [r.getMessage() for r in records.records] == []
+
+
+@pytest.fixture
+def client(server: str) -> AgentOSClient:
+    return AgentOSClient(base_url=server, timeout=30)
+
+
+async def collect(events: AsyncIterator[RunOutputEvent]) -> list[RunOutputEvent]:
+    return [event async for event in events]
+
+
+async def test_config_and_agents(client: AgentOSClient) -> None:
+    config = await client.aget_config()
+    assert [a.id for a in config.agents] == ["travel-agent", "checkpoint-agent", "booking-agent"]
+    assert client.get_config().os_id == config.os_id
+    summaries = await client.list_agents()
+    assert summaries[0].model is not None and summaries[0].model.id == "scripted:demo"
+    agent = await client.aget_agent("booking-agent")
+    assert agent.name == "Booking Agent"
+    assert agent.model is not None and agent.model.provider == "scripted"
+    assert agent.tools is not None
+    (tool,) = agent.tools["tools"]
+    assert tool["name"] == "book_trip" and tool["requires_confirmation"] is True
+    assert client.get_agent("travel-agent").id == "travel-agent"
+
+
+async def test_run_stream_and_continue_from(client: AgentOSClient) -> None:
+    run = await client.run_agent("travel-agent", PROMPT)
+    assert isinstance(run, RunOutput) and run.status is not None
+    assert run.status.value == "COMPLETED"
+    assert run.agent_name == "Travel Agent" and run.model_provider == "scripted"
+    assert run.metrics is not None and run.metrics.total_tokens > 0
+    assert run.metrics.duration is not None
+    assert run.messages is not None and all(m.from_history is False for m in run.messages)
+
+    events = await collect(client.run_agent_stream("travel-agent", PROMPT))
+    names = [e.event for e in events]
+    assert names[0] == "RunStarted" and names[-1] == "RunCompleted"
+    assert "CheckpointCreated" not in names
+    usage = next(e for e in events if isinstance(e, ModelRequestCompletedEvent))
+    assert usage.total_tokens and usage.input_tokens is not None
+    completed = events[-1]
+    assert isinstance(completed, RunCompletedEvent) and completed.metrics is not None
+    assert completed.metrics.total_tokens > 0
+
+    assert run.run_id is not None and run.session_id is not None
+    forked = await client.continue_agent_run(
+        "travel-agent", run.run_id, tools=[], session_id=run.session_id, continue_from=3
+    )
+    assert forked.run_id != run.run_id and forked.status is not None
+    assert forked.status.value == "COMPLETED"
+    # a completed run continued from its end (no continue_from) goes on, as with AgentOS
+    again = await client.continue_agent_run(
+        "travel-agent", run.run_id, tools=[], session_id=run.session_id
+    )
+    assert again.run_id != run.run_id
+    streamed = await collect(
+        client.continue_agent_run_stream(
+            "travel-agent", run.run_id, tools=[], session_id=run.session_id, continue_from=5
+        )
+    )
+    assert [e.event for e in streamed][-1] == "RunCompleted"
+
+    # cancel is idempotent: a finished run answers 200 and stays as it was
+    await client.cancel_agent_run("travel-agent", run.run_id)
+
+
+async def test_tool_decisions(client: AgentOSClient) -> None:
+    events = await collect(client.run_agent_stream("booking-agent", "Book Kyoto"))
+    paused = events[-1]
+    assert isinstance(paused, RunPausedEvent) and paused.tools
+    (tool,) = paused.tools
+    assert isinstance(tool, ToolExecution) and tool.requires_confirmation
+    tool.confirmed = True
+    assert paused.run_id is not None
+    resumed = await collect(
+        client.continue_agent_run_stream(
+            "booking-agent", paused.run_id, tools=[tool], session_id=paused.session_id
+        )
+    )
+    assert [e.event for e in resumed][-1] == "RunCompleted"
+
+    run = await client.run_agent("booking-agent", "Book Lima")
+    assert run.status is not None and run.status.value == "PAUSED" and run.tools
+    (tool,) = run.tools
+    tool.confirmed = False
+    assert run.run_id is not None
+    done = await client.continue_agent_run(
+        "booking-agent", run.run_id, tools=[tool], session_id=run.session_id
+    )
+    assert done.status is not None and done.status.value == "COMPLETED"
+
+
+async def test_sessions(client: AgentOSClient) -> None:
+    run = await client.run_agent("travel-agent", PROMPT, session_id="agno-client")
+    assert run.run_id is not None
+
+    page = await client.get_sessions()
+    assert "agno-client" in [s.session_id for s in page.data]
+    session = await client.get_session("agno-client")
+    assert isinstance(session, AgentSessionDetailSchema)
+    assert session.agent_session_id == "agno-client" and session.session_name == PROMPT
+
+    runs = await client.get_session_runs("agno-client")
+    assert [r.run_id for r in runs] == [run.run_id]
+    assert isinstance(runs[0], RunSchema) and runs[0].messages and runs[0].tools
+    one = await client.get_session_run("agno-client", run.run_id)
+    assert one.run_id == run.run_id and one.run_input == PROMPT
+
+    await client.delete_session("agno-client")
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        await client.get_session("agno-client")
+    assert refused.value.response.status_code == 404
