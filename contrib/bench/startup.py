@@ -5,7 +5,7 @@
 Times, from exec, `runpoint serve`'s first 200 from /health (the demo agents on a fresh
 SQLite file) and the exit of `runpoint session lock` (on a database already migrated),
 and prints the median and best of the rounds, then where the import time of each goes
-(`python -X importtime`, cumulative time of the top-level packages imported first).
+(`python -X importtime`, cumulative time by package).
 """
 
 from __future__ import annotations
@@ -84,16 +84,25 @@ def lock(command: list[str], db: Path) -> tuple[float, str]:
 
 
 def import_breakdown(stderr: str, top: int) -> list[tuple[str, float]]:
-    """Cumulative import seconds by top-level package, from `-X importtime` output."""
+    """Cumulative import seconds by package, from `-X importtime` output: each package
+    counted where something outside it first imported it (so a package another imports
+    is in both figures)."""
     totals: collections.Counter[str] = collections.Counter()
+    # -X importtime prints a module after its imports: the ones just above it, one level
+    # deeper, are its children; a line's package is counted unless its parent's is the same
+    lines: list[tuple[int, int, str]] = []
     for line in stderr.splitlines():
-        if not line.startswith("import time:") or "|" not in line:
-            continue
-        _, cumulative, name = line.removeprefix("import time:").split("|")
-        if name.startswith("  ") or not cumulative.strip().isdigit():
-            continue  # imported by another module: already in that one's cumulative time
-        totals[name.strip().split(".")[0]] += int(cumulative) / 1e6
-    return totals.most_common(top)
+        if line.startswith("import time:") and "|" in line:
+            _, total, name = line.removeprefix("import time:").split("|")
+            if total.strip().isdigit():
+                depth = (len(name) - len(name.lstrip())) // 2
+                lines.append((depth, int(total), name.strip().split(".")[0]))
+    parents: dict[int, str] = {}
+    for depth, cumulative, package in reversed(lines):  # parents come after their children
+        parents[depth] = package
+        if depth == 0 or parents.get(depth - 1) != package:
+            totals[package] += cumulative  # microseconds
+    return [(package, us / 1e6) for package, us in totals.most_common(top)]
 
 
 def report(title: str, times: list[float], stderr: str, top: int) -> None:
