@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml contrib/every_n_turns/pyproject.toml
 	$(PIP) install --quiet --upgrade pip "setuptools>=77"
 	$(PIP) install --quiet -e '.[dev]' --config-settings editable_mode=strict
 	$(PIP) install --quiet -e contrib/every_n_turns --config-settings editable_mode=strict
-	touch $(STAMP) $(LINKED)
+	touch $(STAMP)
 
 $(LINKED): $(STAMP) $(PACKAGE_DIRS)
 	$(PIP) install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
