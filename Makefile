@@ -3,19 +3,28 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+LINKED := $(VENV)/.linked
 
 .PHONY: install serve test lint bench
 
+# pip's --quiet leaves setuptools' notices on; strict editable installs always print one
+PIP := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip
+# A strict editable install links each module: adding, renaming or removing one changes
+# its directory, and then (only then) the quick relink below runs again.
+PACKAGE_DIRS := $(shell find kernel plugins adapters -type d -not -name __pycache__)
+
 $(STAMP): pyproject.toml contrib/every_n_turns/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip "setuptools>=69"
-	$(BIN)/python -m pip install --quiet -e '.[dev]' --config-settings editable_mode=strict
-	$(BIN)/python -m pip install --quiet -e contrib/every_n_turns --config-settings editable_mode=strict
+	$(PIP) install --quiet --upgrade pip "setuptools>=77"
+	$(PIP) install --quiet -e '.[dev]' --config-settings editable_mode=strict
+	$(PIP) install --quiet -e contrib/every_n_turns --config-settings editable_mode=strict
 	touch $(STAMP)
 
-# Strict editable installs link each module: new modules need a (quick) reinstall.
-install: $(STAMP)
-	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
+$(LINKED): $(STAMP) $(PACKAGE_DIRS)
+	$(PIP) install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
+	touch $(LINKED)
+
+install: $(LINKED)
 
 serve: install
 	$(BIN)/runpoint serve
@@ -32,3 +41,4 @@ test: lint
 
 bench: install
 	$(BIN)/python contrib/bench/storage.py
+	$(BIN)/python contrib/bench/startup.py

@@ -10,7 +10,7 @@ executes the runs it accepts.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import msgspec
 
@@ -35,6 +35,14 @@ class RunQueue(Protocol):
 
     async def put(self, job: QueuedRun) -> None:
         """Queue a job durably, for any process serving its agent."""
+
+
+@runtime_checkable
+class Watched(Protocol):
+    """Optional: a queue that can say whether it is open and consuming (readiness)."""
+
+    @property
+    def running(self) -> bool: ...
 
 
 # A run queue is built from the database URL its storage uses.

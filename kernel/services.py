@@ -20,9 +20,10 @@ from runpoint.execution import Executor, RunHandle
 from runpoint.host import PluginHost
 from runpoint.queries import Queries, RunDetail, Snapshot
 from runpoint.recovery import Leases
+from runpoint.runqueue import Watched
 from runpoint.session_checkpoints import SessionCheckpoints
 from runpoint.sessions import Sessions
-from runpoint.storage import Storage
+from runpoint.storage import Migrated, Storage
 from runpoint.types import Checkpoint, Decision, Run, Session
 
 
@@ -96,6 +97,23 @@ class Runpoint:
     async def close(self) -> None:
         await self.executor.close()
         await self.storage.close()
+
+    async def readiness(self) -> dict[str, str]:
+        """Whether this process can serve: each check "ok", or what is wrong. The
+        database answers a read; a backend with a schema has no migration pending; a run
+        queue, where there is one, is running."""
+        checks = {"database": "ok"}
+        try:
+            await self.storage.get_session("readiness-probe")
+            if isinstance(self.storage, Migrated):
+                pending = await self.storage.pending_migrations()
+                checks["migrations"] = f"not applied: {', '.join(pending)}" if pending else "ok"
+        except Exception as exc:  # a probe reports what it met rather than fail
+            checks["database"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if (queue := self.executor.queue) is not None:
+            running = not isinstance(queue, Watched) or queue.running
+            checks["queue"] = "ok" if running else "not running"
+        return checks
 
     async def __aenter__(self) -> Runpoint:
         return await self.open()

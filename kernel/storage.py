@@ -9,7 +9,7 @@ the next place in it. Every method is atomic: it writes all it says or nothing.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from runpoint.types import (
     Checkpoint,
@@ -218,6 +218,13 @@ class Storage(RunStore, TranscriptStore, SessionStore, LeaseStore, IdempotencyKe
 
     async def close(self) -> None:
         """Release connections; nothing is called after."""
+
+
+@runtime_checkable
+class Migrated(Protocol):
+    """Optional, for a backend with a schema: the migrations not applied yet (readiness)."""
+
+    async def pending_migrations(self) -> list[str]: ...
 
 
 # A storage backend is built from a database URL.

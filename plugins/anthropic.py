@@ -8,9 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from anthropic import AsyncAnthropic
+from typing import TYPE_CHECKING, Any
 
 from runpoint import hookimpl
 from runpoint.model import (
@@ -24,16 +22,22 @@ from runpoint.model import (
 from runpoint.plugins import vendor_messages as vm
 from runpoint.plugins.vendor_model import VendorModel
 
+if TYPE_CHECKING:
+    from anthropic import AsyncAnthropic
+
 # The Messages API requires a limit; this one is used when the agent sets none.
 DEFAULT_MAX_TOKENS = 8192
 
 
 @dataclass
-class Claude(VendorModel[AsyncAnthropic]):
+class Claude(VendorModel["AsyncAnthropic"]):
     provider = "anthropic"
+    sdk = "anthropic"
     api_key_env = "ANTHROPIC_API_KEY"
 
     def _make_client(self, **options: Any) -> AsyncAnthropic:
+        from anthropic import AsyncAnthropic
+
         return AsyncAnthropic(**options)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from openai import AsyncOpenAI
-from openai.lib.streaming.chat import ChatCompletionStreamState
+from typing import TYPE_CHECKING, Any
 
 from runpoint import hookimpl
 from runpoint.model import (
@@ -26,14 +23,20 @@ from runpoint.model import (
 from runpoint.plugins import vendor_messages as vm
 from runpoint.plugins.vendor_model import VendorModel, given
 
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+
 
 @dataclass
-class _OpenAIModel(VendorModel[AsyncOpenAI]):
+class _OpenAIModel(VendorModel["AsyncOpenAI"]):
     temperature: float | None = None
 
+    sdk = "openai"
     api_key_env = "OPENAI_API_KEY"
 
     def _make_client(self, **options: Any) -> AsyncOpenAI:
+        from openai import AsyncOpenAI
+
         return AsyncOpenAI(**options)
 
 
@@ -101,6 +104,8 @@ class OpenAIChat(_OpenAIModel):
         return vm.from_chat(await client.chat.completions.create(**self._params(request)))
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
+        from openai.lib.streaming.chat import ChatCompletionStreamState
+
         state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
         stream = await client.chat.completions.create(
             **self._params(request), stream=True, stream_options={"include_usage": True}

@@ -11,21 +11,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
-from anthropic.types import ContentBlockParam, MessageParam, ToolParam
-from anthropic.types import Message as ClaudeMessage
-from openai.types.chat import (
-    ChatCompletion,
-    ChatCompletionAssistantMessageParam,
-    ChatCompletionMessageParam,
-    ChatCompletionToolParam,
-)
-from openai.types.responses import FunctionToolParam, Response, ResponseInputItemParam
 
 from runpoint.model import ModelResponse, ToolSchema
 from runpoint.types import Message, ToolCall, Usage
+
+if TYPE_CHECKING:  # the SDKs' types only: importing an SDK takes seconds
+    from anthropic.types import ContentBlockParam, MessageParam, ToolParam
+    from anthropic.types import Message as ClaudeMessage
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionAssistantMessageParam,
+        ChatCompletionMessageParam,
+        ChatCompletionToolParam,
+    )
+    from openai.types.responses import FunctionToolParam, Response, ResponseInputItemParam
 
 
 class MalformedResponse(Exception):

@@ -2,11 +2,14 @@
 made at first use, and the choice between a streamed and a single-response vendor call.
 
 The client is made lazily because runpoint resolves every agent's model at start-up: a
-missing API key must fail the run that needs it, not the server or an import.
+missing API key must fail the run that needs it, not the server or an import. The SDK is
+imported when a model is made, not when its plugin loads: importing one takes seconds, and
+a server or command with no agent on that vendor should not pay them.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from abc import ABC, abstractmethod
@@ -35,9 +38,14 @@ class VendorModel(ABC, Generic[Client]):
     streaming: bool = True
 
     provider: ClassVar[str]  # the prefix of the model string, "openai" in "openai:gpt-5.4"
+    sdk: ClassVar[str]  # the SDK's module
     api_key_env: ClassVar[str]
 
     _client: Client | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # at start-up, where agents' models are made, rather than in a run's first request
+        importlib.import_module(self.sdk)
 
     @property
     def name(self) -> str:

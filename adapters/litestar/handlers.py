@@ -47,6 +47,20 @@ async def health(rp: Runpoint) -> Reply:
     return Health()
 
 
+class Ready(msgspec.Struct):
+    status: str
+    checks: dict[str, str]
+
+
+@operation
+async def ready(rp: Runpoint) -> Reply:
+    checks = await rp.readiness()
+    if all(outcome == "ok" for outcome in checks.values()):
+        return Ready("ready", checks)
+    body = wire.encode(Ready("unready", checks))
+    return Response(body, status_code=503, media_type="application/json")
+
+
 @operation
 async def get_openapi(rp: Runpoint) -> Reply:
     return Response(document_json(), media_type="application/json")

@@ -8,6 +8,7 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -31,6 +32,15 @@ async def upgrade(engine: AsyncEngine, revision: str = "head") -> None:
         if conn.dialect.name == "postgresql":
             await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _LOCK})
         await conn.run_sync(lambda sync: command.upgrade(config(sync), revision))
+
+
+async def pending(engine: AsyncEngine) -> list[str]:
+    """The head revisions the database has not reached (none: its schema is current)."""
+    async with engine.connect() as conn:
+        current = await conn.run_sync(
+            lambda sync: MigrationContext.configure(sync).get_current_heads()
+        )
+    return sorted(set(ScriptDirectory.from_config(config()).get_heads()) - set(current))
 
 
 def ours(name: str | None, type_: str, parent_names: object) -> bool:

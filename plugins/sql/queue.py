@@ -76,6 +76,12 @@ class PgQueue:
                 log.exception("run queue failed; retrying")
                 await asyncio.sleep(1)
 
+    @property
+    def running(self) -> bool:
+        """Open, and (where it takes jobs) its consumer alive."""
+        consumer = self._consuming
+        return self._pool is not None and (consumer is None or not consumer.done())
+
     async def close(self) -> None:
         if self._manager is not None and self._consuming is not None:
             self._manager.shutdown.set()

@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
@@ -44,3 +45,6 @@ class SqlStorage(
 
     async def close(self) -> None:
         await self.db.close()
+
+    async def pending_migrations(self) -> list[str]:
+        return await migrate.pending(self.engine)

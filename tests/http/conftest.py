@@ -80,7 +80,7 @@ def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60  # a loaded machine is slow to start it
+        deadline = time.monotonic() + 20
         while True:
             assert process.poll() is None, "runpoint serve exited"
             try:

@@ -33,7 +33,7 @@ def serve_and_exit(*options: str, **environment: str) -> subprocess.CompletedPro
 
 def test_an_open_server_refuses_an_address_beyond_loopback(tmp_path: Path) -> None:
     refused = serve_and_exit("--host", "0.0.0.0", "--db", str(tmp_path / "runpoint.db"))
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "refusing to serve 0.0.0.0 with no authentication" in refused.stderr
     assert "--allow-unauthenticated" in refused.stderr
     assert not (tmp_path / "runpoint.db").exists()  # nothing was opened
@@ -47,10 +47,10 @@ def test_the_environment_may_allow_an_open_server_and_zero_does_not(tmp_path: Pa
 
 def test_bad_access_options_fail_at_once() -> None:
     refused = serve_and_exit("--rate-limit", "lots")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "a rate limit is COUNT/UNIT" in refused.stderr
     refused = serve_and_exit("--api-keys", "/nonexistent/keys.yaml")
-    assert refused.returncode == 1
+    assert refused.returncode == 2
     assert "No such file" in refused.stderr
 
 

@@ -1,0 +1,285 @@
+"""`runpoint serve`: its options (each one also an environment variable, which a flag
+overrides and a default never does), the app they describe, and the checks made before
+listening, so that a bad start-up input is one line and exit status 2, never a traceback
+from a worker."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import ipaddress
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from litestar import Litestar
+
+    from runpoint.adapters.auth import Auth
+    from runpoint.agent import Agent
+    from runpoint.services import Runpoint
+
+log = logging.getLogger("runpoint.serve")
+
+
+class StartupError(Exception):
+    """A start-up input that cannot work: the command says so in one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str
+    variable: str
+    help: str
+    default: Any = None
+    type: Callable[[str], Any] = str
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.flag[2:].replace("-", "_")
+
+    def add_to(self, parser: argparse._ActionsContainer) -> None:
+        default = f"; default: {self.default}" if self.default is not None else ""
+        parser.add_argument(
+            self.flag,
+            type=self.type,
+            choices=self.choices,
+            # argparse converts a string default with `type`: a bad $VARIABLE is a usage error
+            default=os.environ.get(self.variable, self.default),
+            help=f"{self.help} (${self.variable}{default})",
+        )
+
+
+DB = Option(
+    "--db", "RUNPOINT_DB", "database URL (postgresql://..., memory:) or SQLite file", "runpoint.db"
+)
+APP = Option(
+    "--app", "RUNPOINT_APP", "agents to serve, as module:attribute", "runpoint.plugins.demo:agents"
+)
+LEASE = Option(
+    "--lease-seconds",
+    "RUNPOINT_LEASE_SECONDS",
+    "how long a run executing here is held before another process may resume it",
+    30.0,
+    float,
+)
+LISTEN = (
+    Option("--host", "RUNPOINT_HOST", "address to listen on", "127.0.0.1"),
+    Option("--port", "RUNPOINT_PORT", "port to listen on", 7777, int),
+    Option("--workers", "RUNPOINT_WORKERS", "server processes", 1, int),
+    Option(
+        "--log-level",
+        "RUNPOINT_LOG_LEVEL",
+        "least severe log messages shown",
+        "info",
+        choices=("critical", "error", "warning", "info", "debug", "trace"),
+    ),
+)
+ACCESS = (
+    Option(
+        "--api-keys", "RUNPOINT_API_KEYS_FILE", "a YAML file of API keys' SHA-256s and principals"
+    ),
+    Option(
+        "--jwt-public-key", "RUNPOINT_JWT_PUBLIC_KEY_FILE", "a PEM file: accept JWTs it verifies"
+    ),
+    Option("--jwt-audience", "RUNPOINT_JWT_AUDIENCE", "JWTs must carry this `aud`"),
+    Option("--jwt-issuer", "RUNPOINT_JWT_ISSUER", "JWTs must carry this `iss`"),
+    Option(
+        "--rate-limit",
+        "RUNPOINT_RATE_LIMIT",
+        "requests per principal, and failed authentications per client address, e.g. 600/minute",
+    ),
+    MAX_BODY := Option(
+        "--max-body-bytes", "RUNPOINT_MAX_BODY_BYTES", "largest request body, bytes", 10**7, int
+    ),
+)
+JWT_SECRET_ENV = "RUNPOINT_JWT_SECRET"  # a secret has no option: command lines are public
+OPEN_ENV = "RUNPOINT_ALLOW_UNAUTHENTICATED"
+ACCESS_HELP = f"""With no API keys and no JWT key the server is open: every request acts as one
+default team. Set ${JWT_SECRET_ENV} to accept HS256 JWTs signed with it."""
+
+
+def add_serve_options(parser: argparse.ArgumentParser) -> None:
+    for option in (APP, DB, *LISTEN, LEASE):
+        option.add_to(parser)
+    access = parser.add_argument_group("access", ACCESS_HELP)
+    for option in ACCESS:
+        option.add_to(access)
+    access.add_argument(
+        "--allow-unauthenticated",
+        action="store_true",
+        default=os.environ.get(OPEN_ENV, "").lower() in ("1", "true", "yes"),
+        help=f"serve an address other than loopback with no authentication (${OPEN_ENV})",
+    )
+
+
+def load_agents(spec: str) -> Iterable[Agent]:
+    """The agents an import string `module:attribute` names (a list, or a callable)."""
+    module, _, attribute = spec.partition(":")
+    if not module or not attribute:
+        raise StartupError(f"--app wants module:attribute, not {spec!r}")
+    if os.getcwd() not in sys.path:  # the user's own modules, as uvicorn finds them
+        sys.path.insert(0, os.getcwd())
+    try:
+        value = getattr(importlib.import_module(module), attribute)
+    except ModuleNotFoundError as exc:
+        raise StartupError(f"--app {spec}: no module named {exc.name!r}") from exc
+    except AttributeError as exc:
+        raise StartupError(f"--app {spec}: module {module!r} has no {attribute!r}") from exc
+    agents: Iterable[Agent] = value() if callable(value) else value
+    return agents
+
+
+def database_url(db: str) -> str:
+    """A database URL as given (`postgresql://...`, `memory:`), or a file path as a SQLite
+    URL (a one-letter scheme is a Windows drive)."""
+    if len(urlsplit(db).scheme) > 1:
+        return db
+    path = Path(db).resolve()
+    if not path.parent.is_dir():
+        raise StartupError(f"--db {db}: no directory {path.parent} for the SQLite file")
+    return f"sqlite:///{path}"
+
+
+def without_password(url: str) -> str:
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def auth_from_env() -> Auth:
+    from runpoint.adapters import auth
+
+    env = os.environ.get
+    return auth.load(
+        api_keys_file=env("RUNPOINT_API_KEYS_FILE"),
+        jwt_secret=env(JWT_SECRET_ENV),
+        jwt_public_key_file=env("RUNPOINT_JWT_PUBLIC_KEY_FILE"),
+        jwt_audience=env("RUNPOINT_JWT_AUDIENCE"),
+        jwt_issuer=env("RUNPOINT_JWT_ISSUER"),
+    )
+
+
+def runpoint_from_env() -> Runpoint:
+    from runpoint.adapters.run_log import RunLog
+    from runpoint.host import PluginHost
+    from runpoint.services import Runpoint
+
+    return Runpoint(
+        load_agents(os.environ.get(APP.variable, APP.default)),
+        database=database_url(os.environ.get(DB.variable, DB.default)),
+        host=PluginHost([RunLog()]),
+        lease_seconds=float(os.environ.get(LEASE.variable, LEASE.default)),
+    )
+
+
+def app_for(rp: Runpoint) -> Litestar:
+    from runpoint.adapters.litestar import build
+    from runpoint.adapters.litestar.security import rate_limit
+
+    limit = os.environ.get("RUNPOINT_RATE_LIMIT")
+    return build(
+        rp,
+        auth=auth_from_env(),
+        rate_limit=rate_limit(limit) if limit else None,
+        max_body_bytes=int(os.environ.get(MAX_BODY.variable, MAX_BODY.default)),
+    )
+
+
+def app_from_env() -> Litestar:
+    """The app factory uvicorn calls in each worker process (with --workers over 1)."""
+    configure_logging(os.environ.get("RUNPOINT_LOG_LEVEL", "info"))
+    return app_for(runpoint_from_env())
+
+
+def configure_logging(level: str) -> None:
+    """runpoint's own log lines (not its libraries') on stderr beside uvicorn's."""
+    logger = logging.getLogger("runpoint")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(levelname)-9s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel("DEBUG" if level == "trace" else level.upper())
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: it may resolve anywhere
+        return False
+
+
+def check_database(rp: Runpoint, db: str) -> None:
+    """Open the database once (applying migrations) and close it: an unreachable server
+    or an unwritable file fails here, not in each worker's start-up."""
+
+    async def open_and_close() -> None:
+        await rp.storage.open()
+        await rp.storage.close()
+
+    try:
+        asyncio.run(open_and_close())
+    except Exception as exc:  # whatever the driver raises, said in one line
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        raise StartupError(
+            f"--db {without_password(db)}: cannot open the database: {reason}"
+        ) from exc
+
+
+def warn_missing_keys(rp: Runpoint) -> None:
+    """A warning for each agent whose model needs an API key it does not have (its runs
+    would end ERROR): vendor models name the variable they read in `api_key_env`."""
+    for agent in rp.agents.values():
+        model = rp.host.model(agent.model) if isinstance(agent.model, str) else agent.model
+        variable = getattr(model, "api_key_env", None)
+        if variable and not getattr(model, "api_key", None) and not os.environ.get(variable):
+            log.warning(
+                "agent %s: model %s has no API key (set %s): its runs will end ERROR",
+                agent.id,
+                model.name,
+                variable,
+            )
+
+
+def serve(args: argparse.Namespace) -> None:
+    """Check every input, build the app once, then listen."""
+    from runpoint.errors import RunpointError
+
+    for option in (APP, DB, *LISTEN, LEASE, *ACCESS):  # for the app factory in workers
+        if (value := getattr(args, option.dest)) is not None:
+            os.environ[option.variable] = str(value)
+    configure_logging(args.log_level)
+    try:
+        open_ = auth_from_env().is_open
+        if open_ and not is_loopback(args.host) and not args.allow_unauthenticated:
+            raise StartupError(
+                f"refusing to serve {args.host} with no authentication: anyone who reaches it "
+                "could read and run everything. Give --api-keys or a JWT key, or pass "
+                f"--allow-unauthenticated (or set {OPEN_ENV}=1) if that is what you want."
+            )
+        rp = runpoint_from_env()
+        app = app_for(rp)
+        check_database(rp, args.db)
+    except (ValueError, OSError, RunpointError) as exc:
+        raise StartupError(str(exc)) from exc
+    warn_missing_keys(rp)
+    import uvicorn
+
+    uvicorn.run(
+        # more than one worker: each process builds its own app from the environment
+        app if args.workers == 1 else "runpoint.adapters.serving:app_from_env",
+        factory=args.workers > 1,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+    )
