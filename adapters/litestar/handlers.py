@@ -18,6 +18,7 @@ from runpoint.types import Decision
 
 from . import session_wire, sse, wire
 from .errors import HttpError
+from .inputs import integer
 from .spec import document_json
 
 Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
@@ -199,14 +200,13 @@ def _continue_from(value: str | int) -> ContinueFrom:
         return value
     if value in ("end", "last_user"):
         return cast(ContinueFrom, value)
-    try:
-        return int(value.strip())
-    except ValueError:
+    if (index := integer(value)) is None:
         raise HttpError(
             400,
             "INVALID_BOUNDARY",
             f"continue_from must be 'end', 'last_user' or a message index, not {value!r}",
-        ) from None
+        )
+    return index
 
 
 def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
