@@ -112,6 +112,7 @@ class Queries:
             usage=transcript.total_usage(own),
             message_count=index,
             error=run.error if index == run.message_count else None,
+            cancel_requested=run.cancel_requested and index == run.message_count,
             last_checkpoint_at_message_index=earlier[-1].message_index if earlier else None,
         )
         return Snapshot(message_index, index, checkpoint, self._detail(as_of, messages))

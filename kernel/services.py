@@ -9,6 +9,7 @@ errors of `runpoint.errors`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -68,6 +69,7 @@ class Runpoint:
         else:
             queue = None
         self.storage = storage
+        self._secrets: dict[str, bytes] = {}
         self._recover = recover
         self._execute_queued = execute_queued
         self.leases = Leases(storage, lease_seconds=lease_seconds, max_recoveries=max_recoveries)
@@ -120,6 +122,13 @@ class Runpoint:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+    async def secret(self, name: str) -> bytes:
+        """A random 64-byte secret of the database, `name`'s: the same in every process
+        that opens it and after every restart (an adapter's key for what it hands out)."""
+        if name not in self._secrets:
+            self._secrets[name] = await self.storage.secret(name, os.urandom(64))
+        return self._secrets[name]
 
     # -- runs ----------------------------------------------------------------------
 

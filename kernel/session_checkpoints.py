@@ -23,7 +23,7 @@ from runpoint.errors import Conflict, InvalidRequest, NotFound
 from runpoint.host import PluginHost
 from runpoint.recovery import Leases
 from runpoint.session_state import SessionState
-from runpoint.sessions import Sessions, fork_runs, forked_session
+from runpoint.sessions import Sessions, fork_runs, forked_session, restore
 from runpoint.storage import Storage
 from runpoint.types import (
     IN_FLIGHT,
@@ -182,7 +182,7 @@ class SessionCheckpoints:
             forks = [forked_session(capture.session, checkpoint.event_seq) for _ in range(count)]
             for fork in forks:
                 for name, state in states.items():
-                    await state.restore(fork.session_id, capture.states[name])
+                    await restore(name, state, fork.session_id, capture.states[name])
                     restored.append((state, fork.session_id))
             runs = [run for fork in forks for run in fork_runs(capture.runs, fork.session_id)]
             await self.storage.create_sessions(forks, runs)

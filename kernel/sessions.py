@@ -25,6 +25,16 @@ from runpoint.types import Lease, Rollback, Run, Segment, Session, SessionCaptur
 log = logging.getLogger(__name__)
 
 
+async def restore(name: str, state: SessionState, session_id: str, captured: bytes) -> None:
+    """Restore plugin `name`'s capture into `session_id`; its refusal is a Conflict that
+    says which plugin refused and why (a client can act on it, unlike a bare 500)."""
+    try:
+        await state.restore(session_id, captured)
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        raise Conflict(f"state {name!r} could not be restored: {why}") from exc
+
+
 def forked_session(source: Session, event_seq: int) -> Session:
     """A new session that starts where `source` was at `event_seq` of its event log (its
     runs are `fork_runs` of the source's)."""
@@ -141,7 +151,7 @@ class Sessions:
         try:
             async with self.leases.renewing(owner, renew):
                 for name, state in states.items():
-                    await state.restore(session_id, capture.states[name])
+                    await restore(name, state, session_id, capture.states[name])
                 # False if this process was too slow and another took the rollback over
                 await self.storage.rollback_session(
                     session_id, fork_runs(capture.runs, session_id), owner

@@ -210,7 +210,23 @@ class IdempotencyKeyStore(Protocol):
         """Give up a claim whose request failed, so a retry starts afresh."""
 
 
-class Storage(RunStore, TranscriptStore, SessionStore, LeaseStore, IdempotencyKeyStore, Protocol):
+class SecretStore(Protocol):
+    """Random secrets of the database, the same for every process that opens it."""
+
+    async def secret(self, name: str, new: bytes) -> bytes:
+        """The secret `name`: the one stored, else `new`, stored now (when two processes
+        race, the first `new` stored is every process's)."""
+
+
+class Storage(
+    RunStore,
+    TranscriptStore,
+    SessionStore,
+    LeaseStore,
+    IdempotencyKeyStore,
+    SecretStore,
+    Protocol,
+):
     """A storage backend: every role, opened once before use and closed after."""
 
     async def open(self) -> None:

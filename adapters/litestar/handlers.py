@@ -16,8 +16,11 @@ from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
 from runpoint.types import Decision
 
-from . import json_depth, session_wire, sse, wire
+from . import json_depth, sse, wire
+from .cursors import Cursors
 from .errors import HttpError
+from .inputs import integer
+from .session_wire import SessionWire
 from .spec import document_json
 
 Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
@@ -244,14 +247,13 @@ def _continue_from(value: str | int) -> ContinueFrom:
         return value
     if value in ("end", "last_user"):
         return cast(ContinueFrom, value)
-    try:
-        return int(value.strip())
-    except ValueError:
+    if (index := integer(value)) is None:
         raise HttpError(
             400,
             "INVALID_BOUNDARY",
             f"continue_from must be 'end', 'last_user' or a message index, not {value!r}",
-        ) from None
+        )
+    return index
 
 
 def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
@@ -284,27 +286,32 @@ def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
 # -- the session dialect (/v2/) ---------------------------------------------------------
 
 
+async def _session_wire(rp: Runpoint) -> SessionWire:
+    return SessionWire(Cursors(await rp.secret("cursors")))
+
+
 @operation
 async def create_session_checkpoint(rp: Runpoint, *, session_id: str, label: str | None) -> Reply:
     created = await rp.session_checkpoints.create(session_id, label=label)
-    return Response(
-        wire.encode(session_wire.envelope(created)), status_code=201, media_type="application/json"
-    )
+    body = (await _session_wire(rp)).envelope(created)
+    return Response(wire.encode(body), status_code=201, media_type="application/json")
 
 
 @operation
 async def list_session_checkpoints(
     rp: Runpoint, *, session_id: str, page_size: int, page_token: str | None
 ) -> Reply:
+    answer = await _session_wire(rp)
     found, next_position = await rp.session_checkpoints.page(
-        session_id, page_size=page_size, before=session_wire.page_position(page_token)
+        session_id, page_size=page_size, before=answer.page_position(session_id, page_token)
     )
-    return session_wire.page(found, next_position)
+    return answer.page(session_id, found, next_position)
 
 
 @operation
 async def get_session_checkpoint(rp: Runpoint, *, session_id: str, checkpoint_id: str) -> Reply:
-    return session_wire.envelope(await rp.session_checkpoints.get(session_id, checkpoint_id))
+    checkpoint = await rp.session_checkpoints.get(session_id, checkpoint_id)
+    return (await _session_wire(rp)).envelope(checkpoint)
 
 
 @operation
@@ -317,7 +324,8 @@ async def delete_session_checkpoint(rp: Runpoint, *, session_id: str, checkpoint
 async def rollback_session_checkpoint(
     rp: Runpoint, *, session_id: str, checkpoint_id: str
 ) -> Reply:
-    return session_wire.envelope(await rp.session_checkpoints.rollback(session_id, checkpoint_id))
+    checkpoint = await rp.session_checkpoints.rollback(session_id, checkpoint_id)
+    return (await _session_wire(rp)).envelope(checkpoint)
 
 
 @operation
@@ -327,4 +335,4 @@ async def fork_session_at_checkpoint(
     checkpoint, sessions = await rp.session_checkpoints.fork(
         session_id, from_checkpoint_id=from_checkpoint_id, count=count
     )
-    return session_wire.forks(checkpoint, sessions)
+    return (await _session_wire(rp)).forks(checkpoint, sessions)

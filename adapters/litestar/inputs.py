@@ -15,8 +15,9 @@ from . import json_depth
 from .errors import HttpError
 from .spec import FORMS, JSON, URLENCODED, Field, Operation
 
-_INTEGER = re.compile(r"-?\d+")
-_BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
+# ASCII digits only: \d and int() also read " 3 ", "+3", "0_3" and other scripts' digits
+_INTEGER = re.compile(r"-?[0-9]+")
+_BOOLEANS = {"true": True, "false": False}  # in any case (Python's str(False) is "False")
 _STEP = re.compile(r"\.?(\w+)|\[(\d+)\]")  # of a path in msgspec's errors: tools[0].result
 
 
@@ -46,11 +47,22 @@ def _from_text(value: str, field: Field) -> Any:
     """Text (a form field, a query or path parameter) as the JSON type its schema wants."""
     if "string" in field.json_types:
         return value
-    if "integer" in field.json_types and _INTEGER.fullmatch(value):
-        return int(value)
+    if "integer" in field.json_types and (number := integer(value)) is not None:
+        return number
     if "boolean" in field.json_types and value.lower() in _BOOLEANS:
         return _BOOLEANS[value.lower()]
     return value  # left for validation to refuse
+
+
+def integer(text: str) -> int | None:
+    """`text` as an integer if it is one as the document writes it (ASCII digits, an
+    optional minus, fewer than int() refuses to read), else None."""
+    if not _INTEGER.fullmatch(text):
+        return None
+    try:
+        return int(text)
+    except ValueError:  # more digits than Python reads (sys.get_int_max_str_digits)
+        return None
 
 
 def _from_json(value: Any, field: Field) -> Any:

@@ -1,6 +1,6 @@
 """The session dialect's JSON shapes (seed 003; see openapi.yaml's /v2/ paths): RFC 3339
-timestamps, opaque event ids, and no internal field (team, storage ids, the raw sequence
-number of the event log) ever serialised."""
+timestamps, opaque cursors (event ids, page tokens: see `cursors`), and no internal field
+(team, storage ids, the raw sequence number of the event log) ever serialised."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import msgspec
 
 from runpoint.types import Session, SessionCheckpoint
 
+from .cursors import Cursors
 from .errors import HttpError
 from .wire import ForkedSession
 
@@ -40,52 +41,55 @@ class SessionForks(msgspec.Struct):
     sessions: list[ForkedSession]
 
 
-def event_id(event_seq: int) -> str:
-    """A cursor of a session's event log as the client sees it: opaque, and sortable as
-    text in the order of the log."""
-    return f"{event_seq:016x}"
+class SessionWire:
+    """The session dialect's answers, with the cursors (event ids, page tokens) in the
+    opaque form `Cursors` gives them."""
 
+    def __init__(self, cursors: Cursors) -> None:
+        self.cursors = cursors
 
-def checkpoint(c: SessionCheckpoint) -> SessionCheckpointOut:
-    return SessionCheckpointOut(
-        checkpoint_id=c.checkpoint_id,
-        session_id=c.session_id,
-        status=c.status.value,
-        kind=c.kind,
-        label=c.label,
-        event_id=event_id(c.event_seq),
-        size_bytes=c.size_bytes,
-        created_at=timestamp(c.created_at),
-        error_message=c.error_message,
-    )
+    def checkpoint(self, c: SessionCheckpoint) -> SessionCheckpointOut:
+        return SessionCheckpointOut(
+            checkpoint_id=c.checkpoint_id,
+            session_id=c.session_id,
+            status=c.status.value,
+            kind=c.kind,
+            label=c.label,
+            event_id=self.cursors.seal("event", c.session_id, c.event_seq),
+            size_bytes=c.size_bytes,
+            created_at=timestamp(c.created_at),
+            error_message=c.error_message,
+        )
 
+    def envelope(self, c: SessionCheckpoint) -> SessionCheckpointEnvelope:
+        return SessionCheckpointEnvelope(self.checkpoint(c))
 
-def envelope(c: SessionCheckpoint) -> SessionCheckpointEnvelope:
-    return SessionCheckpointEnvelope(checkpoint(c))
+    def page_position(self, session_id: str, page_token: str | None) -> int | None:
+        """Where the page a token we gave for this session starts (None: at the first)."""
+        if page_token is None:
+            return None
+        position = self.cursors.open("page", session_id, page_token)
+        if position is None:
+            raise HttpError(
+                400,
+                "BAD_REQUEST",
+                f"page_token {page_token!r} is not one we gave for session {session_id}",
+            )
+        return position
 
+    def page(
+        self, session_id: str, checkpoints: list[SessionCheckpoint], next_position: int | None
+    ) -> SessionCheckpointPage:
+        """A page of checkpoints, and the token of the next page (if there is one)."""
+        next_token = (
+            None if next_position is None else self.cursors.seal("page", session_id, next_position)
+        )
+        return SessionCheckpointPage([self.checkpoint(c) for c in checkpoints], next_token)
 
-def page_position(page_token: str | None) -> int | None:
-    """Where the page a token we gave starts (None: at the first page)."""
-    if page_token is None:
-        return None
-    try:
-        return int(page_token, 16)
-    except ValueError:
-        raise HttpError(
-            400, "BAD_REQUEST", f"page_token {page_token!r} is not one we gave"
-        ) from None
-
-
-def page(checkpoints: list[SessionCheckpoint], next_position: int | None) -> SessionCheckpointPage:
-    """A page of checkpoints, and the token of the next page (if there is one)."""
-    next_token = None if next_position is None else f"{next_position:x}"
-    return SessionCheckpointPage([checkpoint(c) for c in checkpoints], next_token)
-
-
-def forks(c: SessionCheckpoint, sessions: list[Session]) -> SessionForks:
-    return SessionForks(
-        checkpoint(c), [ForkedSession(s.session_id, c.session_id) for s in sessions]
-    )
+    def forks(self, c: SessionCheckpoint, sessions: list[Session]) -> SessionForks:
+        return SessionForks(
+            self.checkpoint(c), [ForkedSession(s.session_id, c.session_id) for s in sessions]
+        )
 
 
 def timestamp(epoch: float) -> str:

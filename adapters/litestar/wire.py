@@ -94,6 +94,7 @@ class RunOut(msgspec.Struct):
     forked_from_session_id: str | None
     regenerated_from: str | None
     last_checkpoint_at_message_index: int | None
+    cancel_requested: bool
     content_type: Literal["str"] = "str"
     session_state: None = None  # runpoint keeps no session state dict
 
@@ -255,6 +256,7 @@ def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = Non
         forked_from_session_id=r.forked_from_session_id,
         regenerated_from=r.regenerated_from,
         last_checkpoint_at_message_index=r.last_checkpoint_at_message_index,
+        cancel_requested=r.cancel_requested,
     )
 
 

@@ -1,5 +1,5 @@
 """Checks of session checkpoints (a lease while PENDING, a capture once READY, keyset
-pages) and of idempotency keys."""
+pages), of idempotency keys and of secrets."""
 
 from __future__ import annotations
 
@@ -143,3 +143,11 @@ async def of_concurrent_claims_of_a_key_one_wins(store: Storage) -> None:
     scope, key = build.fresh("scope"), build.fresh("key")
     claims = await asyncio.gather(*(store.claim_key(scope, key, f"f{i}") for i in range(4)))
     assert sum(claim is None for claim in claims) == 1, claims
+
+
+@check(IDEMPOTENCY)
+async def the_first_secret_stored_under_a_name_stands(store: Storage) -> None:
+    name = build.fresh("secret")[:64]
+    assert await store.secret(name, b"\x00first") == b"\x00first"
+    assert await store.secret(name, b"second") == b"\x00first"
+    assert await store.secret(build.fresh("secret")[:64], b"other") == b"other"

@@ -1,4 +1,5 @@
-"""Idempotency keys: the first claim of a key stands, with its answer once known."""
+"""Idempotency keys: the first claim of a key stands, with its answer once known; and
+secrets: the first one stored under a name stands."""
 
 from __future__ import annotations
 
@@ -20,3 +21,6 @@ class Keys(Tables):
 
     async def release_key(self, scope: str, key: str) -> None:
         self._keys.pop((scope, key), None)
+
+    async def secret(self, name: str, new: bytes) -> bytes:
+        return self._secrets.setdefault(name, new)

@@ -58,6 +58,7 @@ class Tables:
         self._tool_calls: dict[tuple[str, str], Message | None] = {}
         self._keys: dict[tuple[str, str], tuple[str, str | None]] = {}
         self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
+        self._secrets: dict[str, bytes] = {}
         self._seq = itertools.count(1)
 
     async def open(self) -> None:

@@ -138,6 +138,14 @@ checkpoints = Table(
     Column("event_seq", BigInteger),  # its boundary's place in the session's event log
 )
 
+# Random secrets of the database (e.g. the key of the cursors the HTTP adapter hands out).
+secrets = Table(
+    "secrets",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", LargeBinary, nullable=False),
+)
+
 # Captures of whole sessions; `seq` orders them (newest first, keyset pages).
 session_checkpoints = Table(
     "session_checkpoints",

@@ -15,6 +15,7 @@ from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
 from runpoint.plugins.sql.postgresql import PostgreSQL
 from runpoint.plugins.sql.runs import SqlRuns
+from runpoint.plugins.sql.secrets import SqlSecrets
 from runpoint.plugins.sql.session_checkpoints import SqlSessionCheckpoints
 from runpoint.plugins.sql.sessions import SqlSessions
 from runpoint.plugins.sql.sqlite import Sqlite
@@ -27,7 +28,13 @@ _DIALECTS: dict[str, tuple[str, type[Database]]] = {
 
 
 class SqlStorage(
-    SqlRuns, SqlTranscripts, SqlSessions, SqlSessionCheckpoints, SqlLeases, SqlIdempotencyKeys
+    SqlRuns,
+    SqlTranscripts,
+    SqlSessions,
+    SqlSessionCheckpoints,
+    SqlLeases,
+    SqlIdempotencyKeys,
+    SqlSecrets,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         parsed = make_url(url)

@@ -111,14 +111,16 @@ async def test_the_longest_legal_inputs_are_kept(client: Client) -> None:
     )
     assert fork.status_code == 200, fork.text
     assert fork.json()["sessions"][0]["forked_from_session_id"] == SESSION
-    # a token is the place to list from: past every checkpoint, they are all before it
-    listed = await client.get(
-        f"/v2/agents/sessions/{SESSION}/checkpoints", params={"page_token": "f" * 64}
-    )
+    listed = await client.get(f"/v2/agents/sessions/{SESSION}/checkpoints")
     assert listed.status_code == 200, listed.text
     assert [c["checkpoint_id"] for c in listed.json()["checkpoints"]] == [
         checkpoint["checkpoint_id"]
     ]
+    # the longest token is legal text, but one we never gave (tokens are opaque): a 400
+    made_up = await client.get(
+        f"/v2/agents/sessions/{SESSION}/checkpoints", params={"page_token": "f" * 64}
+    )
+    assert made_up.status_code == 400, made_up.text
 
 
 @pytest.mark.parametrize("length", [MAX_TOOL_CALL_ID_LENGTH, MAX_TOOL_CALL_ID_LENGTH + 1])

@@ -83,7 +83,7 @@ async def test_checkpoints_are_created_listed_got_and_deleted(client: Client) ->
 
     await new_session_run(client, session_id)
     later = (await client.post(checkpoints(session_id))).json()["checkpoint"]
-    assert later["event_id"] > checkpoint["event_id"]  # opaque, but sorts as the log does
+    assert later["event_id"] != checkpoint["event_id"]  # a later place in the log
     first_page = (await client.get(checkpoints(session_id), params={"page_size": 1})).json()
     assert [c["checkpoint_id"] for c in first_page["checkpoints"]] == [later["checkpoint_id"]]
     token = first_page["next_page_token"]
@@ -212,3 +212,41 @@ async def test_a_run_in_flight_is_a_409(client: Client, rp: Runpoint) -> None:
     assert_error(await client.post(checkpoints(session_id)), 409, "conflict")
     rollback = f"{checkpoints(session_id)}/{ready['checkpoint_id']}/rollback"
     assert_error(await client.post(rollback), 409, "conflict")
+
+
+@pytest.mark.parametrize("named", [True, False])
+async def test_a_fork_whose_plugin_cannot_restore_says_which_and_why(
+    client: Client, state: DirectoryState, named: bool
+) -> None:
+    session_id = await new_session(client)
+    state.directory(session_id).mkdir(parents=True)
+    checkpoint = (await client.post(checkpoints(session_id))).json()["checkpoint"]
+    listed = (await client.get(checkpoints(session_id))).json()
+    state.fail_restore = 2
+
+    body = {"from_checkpoint_id": checkpoint["checkpoint_id"]} if named else {}
+    forked = await client.post(f"/v2/agents/sessions/{session_id}/fork", json=body | {"count": 3})
+    error = assert_error(forked, 409, "conflict")
+    assert error["message"] == (
+        "state 'files' could not be restored: OSError: the sandbox refused the restore"
+    )
+    assert state.sessions() == {session_id}  # nothing left behind
+    assert len((await client.get("/sessions")).json()["data"]) == 1
+    assert (await client.get(checkpoints(session_id))).json() == listed
+
+
+async def test_a_rollback_whose_plugin_cannot_restore_says_which_and_why(
+    client: Client, state: DirectoryState
+) -> None:
+    session_id = await new_session(client)
+    checkpoint = (await client.post(checkpoints(session_id))).json()["checkpoint"]
+    await new_session_run(client, session_id)
+    runs = (await client.get(f"/sessions/{session_id}/runs")).json()
+    state.fail_restore = 1
+
+    rolled = await client.post(f"{checkpoints(session_id)}/{checkpoint['checkpoint_id']}/rollback")
+    error = assert_error(rolled, 409, "conflict")
+    assert error["message"] == (
+        "state 'files' could not be restored: OSError: the sandbox refused the restore"
+    )
+    assert (await client.get(f"/sessions/{session_id}/runs")).json() == runs  # unlocked, as it was

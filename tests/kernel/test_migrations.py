@@ -6,7 +6,7 @@ import ast
 from typing import Any
 
 import msgspec
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, select
+from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, inspect, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.plugins.demo import agents
@@ -154,10 +154,13 @@ async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(datab
 
 
 async def every_row(engine: AsyncEngine) -> dict[str, list[Any]]:
+    """The rows of every table there is (a later revision's are not there yet)."""
     async with engine.connect() as conn:
+        there = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
         return {
             table.name: sorted(tuple(row) for row in await conn.execute(select(table)))
             for table in metadata.sorted_tables
+            if table.name in there
         }
 
 
@@ -188,7 +191,8 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
 
     await migrate.upgrade(storage.engine)
     try:
-        assert await every_row(storage.engine) == before
+        after = await every_row(storage.engine)
+        assert {table: rows for table, rows in after.items() if table in before} == before
         assert await migrate.differences(storage.engine) == []
     finally:
         await storage.close()
