@@ -168,7 +168,6 @@ class Continuation:
             stream=stream,
             background=request.background,
             resumed=True,
-            model=request.model,
         )
 
     async def _branch(
@@ -208,5 +207,5 @@ class Continuation:
         self.executor.accept(run, background=request.background, stream=stream)
         await self.storage.create_runs([run], {run_id: new})
         return await self.executor.begin(
-            agent, run, new, stream=stream, background=request.background, model=request.model
+            agent, run, new, stream=stream, background=request.background
         )
