@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from runpoint import idempotency, tenancy
+from runpoint import boundaries, idempotency, tenancy
 from runpoint.agent import Agent
 from runpoint.continuation import Continuation, ContinueRun
 from runpoint.errors import Conflict, InvalidRequest, NotContinuable, NotFound
@@ -175,6 +175,8 @@ class Commands:
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
             raise NotContinuable(f"run {run_id} already ended: {run.status}")
+        if run.status in IN_FLIGHT:  # its process died: say which calls it may have left
+            run.in_doubt = await boundaries.calls_in_doubt(self.storage, run)
         run.status = RunStatus.CANCELLED
         run.updated_at = now()
         self.leases.stamp(run)
