@@ -319,7 +319,12 @@ class Execution:
             ),
         )
         checkpoint = None
-        if self.policy.is_checkpoint(boundary):
+        # an end where the run has a checkpoint already leaves that one (a client may hold
+        # its id): the run's status records the end
+        if (
+            self.policy.is_checkpoint(boundary)
+            and index != self.run.last_checkpoint_at_message_index
+        ):
             last = self.transcript[index - 1] if index else None
             checkpoint = Checkpoint(
                 checkpoint_id=new_id(),
