@@ -50,3 +50,12 @@ async def whole(storage: Storage, run: Run, index: int) -> tuple[int, list[Messa
     start = await storage.last_index(run.segments, index, "assistant") or 0
     turn = await storage.read_messages(run.segments, index, start=start)
     return start + transcript.safe_boundary(turn, len(turn)), turn
+
+
+async def calls_in_doubt(storage: Storage, run: Run) -> list[str]:
+    """The calls of the run's last turn that started (their intent was recorded) and never
+    ended: their process died in them, so they may or may not have acted."""
+    _, turn = await whole(storage, run, run.message_count)
+    calls = transcript.unanswered_calls(turn)
+    records = await storage.tool_records(run.run_id, [c.id for c in calls])
+    return [c.id for c in calls if c.id in records and records[c.id] is None]

@@ -16,7 +16,7 @@ from typing import Literal
 
 import msgspec
 
-from runpoint import idempotency, tenancy
+from runpoint import boundaries, idempotency, tenancy
 from runpoint.agent import Agent
 from runpoint.continuation import Continuation, ContinueRun
 from runpoint.errors import Conflict, InvalidRequest, NotFound
@@ -175,7 +175,9 @@ class Commands:
             run.cancel_requested = True
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
-            return run
+            return run  # cancel is idempotent: an ended run answers as it is
+        if run.status in IN_FLIGHT:  # its process died: say which calls it may have left
+            run.in_doubt = await boundaries.calls_in_doubt(self.storage, run)
         run.status = RunStatus.CANCELLED
         run.updated_at = now()
         self.leases.stamp(run)

@@ -82,6 +82,8 @@ class Continuation:
         # a new run starts from a whole boundary
         index, last_turn = await boundaries.whole(self.storage, source, index)
         if request.tools and not (in_place and source.status is RunStatus.PAUSED):
+            if source.status in IN_FLIGHT:  # another continue of the paused run won the race
+                raise Conflict(f"run {source.run_id} is in flight; it is no longer paused")
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
             pending = transcript.unanswered_calls(last_turn)
@@ -168,7 +170,6 @@ class Continuation:
             stream=stream,
             background=request.background,
             resumed=True,
-            model=request.model,
         )
 
     async def _branch(
@@ -203,5 +204,5 @@ class Continuation:
         self.executor.accept(run, background=request.background, stream=stream)
         await self.storage.create_runs([run], {run_id: new})
         return await self.executor.begin(
-            agent, run, new, stream=stream, background=request.background, model=request.model
+            agent, run, new, stream=stream, background=request.background
         )

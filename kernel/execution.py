@@ -108,12 +108,11 @@ class Executor:
         stream: bool,
         background: bool,
         resumed: bool = False,
-        model: str | None = None,
     ) -> RunHandle:
         """Execute an accepted run (written since `accept`) here, or hand it to the run queue."""
         if self._queued(background, stream):
             return await self._enqueue(run, incoming)
-        return self._start(agent, run, incoming, stream, resumed=resumed, model=model)
+        return self._start(agent, run, incoming, stream, resumed=resumed)
 
     def refuse_active(self, run: Run) -> None:
         """Conflict if this process is executing the run."""
@@ -154,7 +153,6 @@ class Executor:
         stream: bool,
         *,
         resumed: bool = False,
-        model: str | None = None,
     ) -> RunHandle:
         queue: asyncio.Queue[RunEvent | None] | None = asyncio.Queue() if stream else None
 
@@ -164,7 +162,7 @@ class Executor:
 
         execution = Execution(
             agent=agent,
-            model=self.host.model(model) if model else self._model(agent),
+            model=self._model(agent, run),
             policy_name=agent.checkpoint,
             policy=self.host.policy(agent),
             storage=self.storage,
@@ -212,23 +210,22 @@ class Executor:
         except Conflict:
             return  # cancelled or claimed meanwhile
         agent = self.queries.agent(run.agent_id)
-        handle = self._start(agent, run, [], False, model=_switched_model(agent, run))
+        handle = self._start(agent, run, [], False)
         await handle.result()
 
     async def _recovered(self, run: Run) -> RunHandle:
         """Resume a run claimed from a process that died."""
         agent = self.queries.agent(run.agent_id)
-        return self._start(agent, run, [], False, resumed=True, model=_switched_model(agent, run))
+        return self._start(agent, run, [], False, resumed=True)
 
     def _keep(self, task: asyncio.Task[Any]) -> None:
         """Hold a background task until it ends (asyncio keeps only weak references)."""
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    def _model(self, agent: Agent) -> Model:
+    def _model(self, agent: Agent, run: Run) -> Model:
+        """The run's model: the one a continue with `model` switched it to (kept for every
+        later execution of it), else its agent's."""
+        if run.model is not None and run.model != agent.model_name:
+            return self.host.model(run.model)
         return self.host.model(agent.model) if isinstance(agent.model, str) else agent.model
-
-
-def _switched_model(agent: Agent, run: Run) -> str | None:
-    """The model a run was switched to (by a continue with `model`), if not its agent's."""
-    return run.model if run.model != agent.model_name else None

@@ -96,12 +96,13 @@ class Execution:
                         if c.id in records and records[c.id] is None and c.id not in self.decisions
                     ]
                     if self.run.in_doubt or self.undecided(calls):
+                        if self.cancelled():  # accepted while the run waited: it wins
+                            return await self.finish(RunStatus.CANCELLED, "RunCancelled")
                         return await self.pause(calls)
                     await self.tool_batch(calls, records)
                 elif self.transcript and self.transcript[-1].role == "assistant":
                     return await self.finish(RunStatus.COMPLETED, "RunCompleted")
-                elif self.cancel_requested.is_set() or self.run.cancel_requested:
-                    # a cancel (from here or another process) stops where all is whole
+                elif self.cancelled():  # it stops where all is whole
                     return await self.finish(RunStatus.CANCELLED, "RunCancelled")
                 elif self.model_turns >= self.agent.max_turns:
                     self.run.error = f"the run reached its limit of {self.agent.max_turns} turns"
@@ -250,6 +251,10 @@ class Execution:
         except Exception as exc:
             return f"{type(exc).__name__}: {exc}", True
 
+    def cancelled(self) -> bool:
+        """Whether a cancel was accepted for the run, here or in another process."""
+        return self.cancel_requested.is_set() or self.run.cancel_requested
+
     def undecided(self, calls: list[ToolCall]) -> list[ToolCall]:
         tools = self.agent.tool_map
         return [
@@ -316,7 +321,12 @@ class Execution:
             ),
         )
         checkpoint = None
-        if self.policy.is_checkpoint(boundary):
+        # an end where the run has a checkpoint already leaves that one (a client may hold
+        # its id): the run's status records the end
+        if (
+            self.policy.is_checkpoint(boundary)
+            and index != self.run.last_checkpoint_at_message_index
+        ):
             last = self.transcript[index - 1] if index else None
             checkpoint = Checkpoint(
                 checkpoint_id=new_id(),

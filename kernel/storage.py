@@ -64,7 +64,8 @@ class TranscriptStore(Protocol):
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
         `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
-        (an "end" replaces a checkpoint the run wrote at the same index), and record that
+        (unless the run has one at its index: the first stands, so an id once announced
+        stays resolvable), and record that
         the side-effecting calls `intents` (tool_call_ids) are about to run. The messages
         take the next places of the session's event log, then the boundary takes one.
 

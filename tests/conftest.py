@@ -85,7 +85,10 @@ def _admin(url: str, statement: str) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "database" in metafunc.fixturenames:
+    chosen = any(
+        "database" in marker.args[0] for marker in metafunc.definition.iter_markers("parametrize")
+    )  # a test that names its backends itself (PostgreSQL only, say)
+    if "database" in metafunc.fixturenames and not chosen:
         memory = metafunc.definition.get_closest_marker("memory") is not None
         metafunc.parametrize("database", ["memory"] if memory else BACKENDS, indirect=True)
 

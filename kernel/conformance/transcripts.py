@@ -140,10 +140,10 @@ async def a_fork_inherits_its_sources_checkpoints_up_to_the_fork_point(store: St
 
 
 @check(CHECKPOINTS)
-async def an_end_replaces_the_checkpoint_at_its_index(store: Storage) -> None:
+async def the_first_checkpoint_at_an_index_stands(store: Storage) -> None:
     _, run = await build.started(store, build.messages(1))
-    await build.append(store, run, build.messages(1, "answer"), build.checkpoint(run, 2))
-    end = build.checkpoint(run, 2, "end")
-    await build.append(store, run, [], end)
+    first = build.checkpoint(run, 2)
+    await build.append(store, run, build.messages(1, "answer"), first)
+    await build.append(store, run, [], build.checkpoint(run, 2, "end"))
     [listed] = await store.list_checkpoints(run.segments)
-    assert (listed.checkpoint_id, listed.reason) == (end.checkpoint_id, "end")
+    assert (listed.checkpoint_id, listed.reason) == (first.checkpoint_id, "checkpoint")

@@ -100,8 +100,9 @@ class Tables:
         rows.update((first + i, copy(m)) for i, m in enumerate(messages))
         if checkpoint is not None:
             marks = self._checkpoints.setdefault(run.run_id, {})
-            marks[checkpoint.message_index] = msgspec.structs.replace(
-                copy(checkpoint), event_seq=session.event_seq
+            marks.setdefault(  # the first checkpoint at an index stands
+                checkpoint.message_index,
+                msgspec.structs.replace(copy(checkpoint), event_seq=session.event_seq),
             )
         for call_id in intents:
             self._tool_calls.setdefault((run.run_id, call_id), None)

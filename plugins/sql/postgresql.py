@@ -139,11 +139,7 @@ def _save() -> Select[tuple[bool]]:
         ["run_id", "message_index", "data", "event_seq"],
         select(run.c.run_id, mark.c.idx, cast(mark.c.data, JSONB), log.c.event_seq),
     )
-    # an "end" replaces a checkpoint the run wrote at the same index
-    new_checkpoint = new_checkpoint.on_conflict_do_update(
-        index_elements=["run_id", "message_index"],
-        set_={"data": new_checkpoint.excluded.data, "event_seq": new_checkpoint.excluded.event_seq},
-    )
+    new_checkpoint = new_checkpoint.on_conflict_do_nothing()  # the first at an index stands
     intent = (
         func.unnest(bindparam("intents", type_=ARRAY(Text))).table_valued("id").render_derived("t")
     )

@@ -115,14 +115,10 @@ class Sqlite(Database):
             )
         if boundary.checkpoint is not None:
             index, data = boundary.checkpoint
-            upsert = sqlite.insert(checkpoints).values(
-                run_id=run.run_id, message_index=index, data=data, event_seq=cursor
-            )
-            await conn.execute(
-                upsert.on_conflict_do_update(
-                    index_elements=["run_id", "message_index"],
-                    set_={"data": upsert.excluded.data, "event_seq": upsert.excluded.event_seq},
-                )
+            await conn.execute(  # the first checkpoint at an index stands
+                sqlite.insert(checkpoints)
+                .values(run_id=run.run_id, message_index=index, data=data, event_seq=cursor)
+                .on_conflict_do_nothing()
             )
         if boundary.intents:
             started = now()

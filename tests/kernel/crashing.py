@@ -35,7 +35,8 @@ def count_population(city: str) -> str:
 
 agent = Agent(id="counter", model="scripted:demo", tools=[count_population])
 QUESTION = "Paris, Tokyo and Lagos"
-LEASE_SECONDS = 1.0  # short, so the test need not wait long for the lease to run out
+# short, so the test need not wait long for the lease to run out
+LEASE_SECONDS = float(os.environ.get("LEASE_SECONDS", 1.0))
 
 
 class Freeze:
@@ -53,13 +54,20 @@ class Freeze:
             time.sleep(600)  # the parent kills us here, mid-run
 
 
-async def kill(database: str, counter: Path, where: str = "after-checkpoint") -> str:
-    """Start this module's run in a child process, SIGKILL it where it freezes, and
-    return the run's id."""
+async def kill(
+    database: str,
+    counter: Path,
+    where: str = "after-checkpoint",
+    *,
+    lease_seconds: float = LEASE_SECONDS,
+) -> str:
+    """Start this module's run in a child process (holding leases of `lease_seconds`),
+    SIGKILL it where it freezes, and return the run's id."""
     child = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", "tests.kernel.crashing", database, str(counter), where),
         stdout=asyncio.subprocess.PIPE,
         cwd=Path(__file__).parents[2],
+        env=os.environ | {"LEASE_SECONDS": str(lease_seconds)},
     )
     assert child.stdout is not None
     frozen = "5" if where == "after-checkpoint" else where

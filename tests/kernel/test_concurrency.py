@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from runpoint.agent import Agent
+from runpoint.agent import Agent, tool
 from runpoint.errors import Conflict
 from runpoint.plugins.demo import agents as demo_agents
 from runpoint.services import Runpoint
@@ -24,8 +24,16 @@ async def wait_for_gate(city: str) -> str:
     return "open"
 
 
+@tool(requires_confirmation=True)
+async def book_at_the_gate(city: str) -> str:
+    """A booking a person confirms, held in flight until the test opens the gate."""
+    await gates["gate"].wait()
+    return f"Booked {city}."
+
+
 slow = Agent(id="slow", model="scripted:demo", tools=[wait_for_gate])
-AGENTS = [slow, *demo_agents]
+gated_booking = Agent(id="gated-booking", model="scripted:demo", tools=[book_at_the_gate])
+AGENTS = [slow, gated_booking, *demo_agents]
 Open = Callable[..., Awaitable[Runpoint]]
 
 
@@ -122,6 +130,29 @@ async def test_one_of_two_concurrent_resumes_wins(servers: Open) -> None:
     assert run.status is RunStatus.COMPLETED
     [tool] = (await b.get_run(run.run_id)).tools
     assert tool.result == "Booked a trip to Paris."  # run once
+
+
+async def test_the_losers_of_a_race_to_resume_a_paused_run_get_a_conflict(
+    servers: Open,
+) -> None:
+    a, b = await servers(), await servers()
+    paused = await (await a.create_run("gated-booking", "Book Paris")).result()
+    [call] = [t for t in (await a.get_run(paused.run_id)).tools if t.result is None]
+    decisions = {call.tool_call_id: True}
+    outcomes = await asyncio.gather(
+        *(rp.continue_run(paused.run_id, tools=decisions) for rp in (a, b, a, b)),
+        return_exceptions=True,
+    )
+    [winner] = [o for o in outcomes if not isinstance(o, BaseException)]
+    assert all(isinstance(o, Conflict) for o in outcomes if o is not winner), outcomes
+    for late in (a, b):  # after the winner's write, while its run goes: a conflict too
+        with pytest.raises(Conflict, match="in flight"):
+            await late.continue_run(paused.run_id, tools=decisions)
+    gates["gate"].set()
+    run = await winner.result()
+    assert run.status is RunStatus.COMPLETED
+    [tool] = (await b.get_run(run.run_id)).tools
+    assert tool.result == "Booked Paris."  # run once
 
 
 async def test_a_stale_writer_cannot_write(servers: Open) -> None:

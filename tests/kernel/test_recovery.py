@@ -129,3 +129,27 @@ async def test_a_side_effect_under_way_when_the_process_died_waits_for_a_person(
         ]
     assert lagos.result == result and not lagos.in_doubt
     assert counter.read_text().split() == calls
+
+
+@pytest.mark.parametrize("lease_ran_out", [False, True])
+async def test_a_cancel_accepted_while_the_runs_process_is_dead_wins(
+    database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lease_ran_out: bool
+) -> None:
+    counter = tmp_path / "calls.txt"
+    monkeypatch.setenv("COUNTER", str(counter))
+    # lease still held: the cancel waits for the process that resumes the run; ran out
+    # (and no lease watch to resume it): the cancel ends it at once
+    options = {"lease_seconds": 0.5, "recover": not lease_ran_out}
+    async with Runpoint([crashing.agent], database=database, **options) as rp:  # type: ignore[arg-type]
+        run_id = await crashing.kill(database, counter, "mid-call", lease_seconds=2.0)
+        if lease_ran_out:
+            died = (await rp.get_run(run_id)).run
+            await asyncio.sleep((died.lease_expires_at or 0) - time.time())
+        asked = await rp.cancel(run_id)
+        assert asked.cancel_requested is not lease_ran_out
+        run = await until(rp, run_id, RunStatus.CANCELLED, RunStatus.PAUSED)
+        [doubt] = [t for t in (await rp.get_run(run_id)).tools if t.in_doubt]
+    assert run.status is RunStatus.CANCELLED
+    assert run.in_doubt == [doubt.tool_call_id]  # it says which call may have acted
+    assert (doubt.tool_args, doubt.result) == ({"city": "Lagos"}, None)
+    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]

@@ -41,6 +41,28 @@ async def test_timeline_has_one_checkpoint_per_tool_batch_and_the_end(rp: Runpoi
     assert run.last_checkpoint_at_message_index == 8
 
 
+async def test_an_announced_checkpoint_stays_when_the_run_ends_at_its_index(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    from runpoint.agent import Agent
+    from runpoint.plugins.demo import get_population
+
+    short = Agent(id="short", model="scripted:demo", tools=[get_population], max_turns=1)
+    rp = await open_runpoint([short])
+    handle = await rp.create_run("short", "Paris", stream=True)
+    announced = [
+        e.data["checkpoint"] async for e in handle.events() if e.event == "CheckpointCreated"
+    ]
+    run = await handle.result()
+    assert run.status is RunStatus.ERROR  # out of turns right after its tool batch, at index 3
+    _, timeline = await rp.timeline(run.run_id)
+    assert [(c["checkpoint_id"], c["message_index"]) for c in announced] == [
+        (c.checkpoint_id, c.message_index) for c in timeline
+    ]
+    assert [(c.message_index, c.reason) for c in timeline] == [(3, "checkpoint")]
+    assert run.last_checkpoint_at_message_index == 3
+
+
 async def test_runs_policy_marks_only_the_end(open_runpoint: OpenRunpoint) -> None:
     from runpoint.agent import Agent
     from runpoint.plugins.demo import get_population
@@ -212,10 +234,11 @@ async def test_cancel_stops_a_run_at_its_next_boundary(rp: Runpoint) -> None:
     run = await handle.result()
     assert run.status is RunStatus.CANCELLED
     _, timeline = await rp.timeline(run.run_id)
-    # the batch in flight when cancel came finished; nothing after it ran
+    # the batch in flight when cancel came finished; nothing after it ran. It ended where
+    # its last checkpoint is: that one stays (its id was announced), the run says the end
     assert [(c.message_index, c.reason, c.status) for c in timeline] == [
         (3, "checkpoint", "RUNNING"),
-        (5, "end", "CANCELLED"),
+        (5, "checkpoint", "RUNNING"),
     ]
     resumed = await (await rp.continue_run(run.run_id, input="Only Lagos")).result()
     assert resumed.forked_from_run_id == run.run_id and resumed.status is RunStatus.COMPLETED

@@ -10,6 +10,7 @@ import pytest
 
 from runpoint.types import RunStatus, Usage
 from tests.conftest import OpenRunpoint
+from tests.providers import wire
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn
 
@@ -152,3 +153,26 @@ async def test_continue_from_a_checkpoint_on_another_provider(
 
     # the source is untouched
     assert (await runpoint.get_run(original.run_id)).run.content == "Paris 2.1M, Tokyo 13.9M."
+
+
+async def test_a_provider_switched_with_model_sticks_when_its_run_is_continued_from_end(
+    apis: dict[str, Api], open_runpoint: OpenRunpoint
+) -> None:
+    openai, anthropic = apis["openai"], apis["anthropic"]
+    runpoint = await open_runpoint([travel_agent(openai.spec)])
+    openai.server.play(*source_script(CALL_IDS["openai"]))
+    original = await (await runpoint.create_run("travel", QUESTION)).result()
+    anthropic.server.play(wire.error("anthropic", 400, "The request was refused"))
+    fork = await (
+        await runpoint.continue_run(original.run_id, continue_from=3, model=anthropic.spec)
+    ).result()
+    assert (fork.status, fork.model) == (RunStatus.ERROR, anthropic.spec)
+    sent_to_openai = len(openai.server.requests)
+
+    anthropic.server.play(Turn("Paris 2.1M."))
+    run = await (await runpoint.continue_run(fork.run_id)).result()  # from end, in place
+
+    assert (run.run_id, run.status, run.model) == (fork.run_id, RunStatus.COMPLETED, anthropic.spec)
+    assert len(openai.server.requests) == sent_to_openai  # no turn went to OpenAI
+    [*_, answer] = (await runpoint.get_run(run.run_id)).messages
+    assert (answer.content, answer.model) == ("Paris 2.1M.", anthropic.spec)
