@@ -110,8 +110,16 @@ class PluginHost:
         self.hook = RunHooks(self.manager)
         # hook -> name -> (the plugin that registered it, what it registered)
         self._registered = {hook: self._collect(hook) for hook in REGISTRIES}
+        # made once per model string: a model holds its SDK client (TLS setup, connections)
+        self._models: dict[str, Model] = {}
 
     def model(self, spec: str) -> Model:
+        """The model a string names ("provider:name"), made at the first ask and reused."""
+        if (model := self._models.get(spec)) is None:
+            model = self._models[spec] = self._make_model(spec)
+        return model
+
+    def _make_model(self, spec: str) -> Model:
         prefix, sep, name = spec.partition(":")
         if not sep:
             raise ConfigurationError(f"model {spec!r} is not of the form 'provider:model'")

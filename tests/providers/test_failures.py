@@ -58,7 +58,9 @@ async def test_a_failed_turn_ends_the_run_and_continue_resumes_it(
     attempts = RETRIES + 1 if retried else 1
     api.server.play(FIRST, *[failure(api)] * attempts)
 
-    run = await (await runpoint.create_run("travel", "Population of Paris?")).result()
+    # watched, or the vendor call would not be streamed
+    handle = await runpoint.create_run("travel", "Population of Paris?", stream=streaming)
+    run = await handle.result()
 
     assert run.status is RunStatus.ERROR
     assert run.error is not None and run.error.startswith(error), run.error
