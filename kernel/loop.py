@@ -207,7 +207,9 @@ class Execution:
         self.run.in_doubt = []
         self.run.decisions = {}  # applied: cleared with the batch's results
         self.tool_batches += 1
-        executions = transcript.tool_executions(self.transcript)[-len(calls) :]
+        # the batch's turn, not the whole transcript: a batch's cost stays flat
+        last_turn = transcript.last_turn(self.transcript)
+        executions = transcript.tool_executions(self.transcript, start=last_turn)[-len(calls) :]
         self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
         await self.boundary("tool_batch", calls)
 

@@ -39,16 +39,18 @@ def each_once(
     convert: Callable[[Message], T], messages: Sequence[Message], memo: dict[Any, Any] | None
 ) -> list[T]:
     """`convert` of each message; with a memo (`ModelRequest.memo`), a message is converted
-    once for its execution. Keyed by identity: the memo holds the message too, so its id
-    cannot be reused while the entry lives. What is returned is shared: do not change it."""
+    once for its execution, whose transcript only grows: the messages of the last request
+    that start this one are not converted again. What is returned is shared: do not
+    change it."""
     if memo is None:
         return [convert(m) for m in messages]
-    converted = []
-    for m in messages:
-        key = (convert, id(m))
-        if (entry := memo.get(key)) is None:
-            entry = memo[key] = (m, convert(m))
-        converted.append(entry[1])
+    seen: list[Message]
+    converted: list[T]
+    seen, converted = memo.get(convert, ([], []))
+    if list(messages[: len(seen)]) != seen:  # by identity first: at the speed of C
+        seen, converted = [], []
+    converted = converted + [convert(m) for m in messages[len(seen) :]]
+    memo[convert] = (list(messages), converted)
     return converted
 
 

@@ -84,6 +84,9 @@ def next_turn(history: list[str]) -> wire.Turn:
 
 
 class Vendor(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps connections open, as vendors do
+    disable_nagle_algorithm = True  # or the body, written after the headers, waits ~40 ms
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         request = Request(self.path, {}, body)
