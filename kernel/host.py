@@ -43,6 +43,9 @@ REGISTRIES = {
     "runpoint_run_queues": "run queue",
 }
 REPLACEABLE = {"runpoint_run_queues"}
+# How many models the host keeps made: a continue may name any model string, so the oldest
+# made is let go past this (and made again if named again).
+MODELS_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,10 @@ class PluginHost:
     def model(self, spec: str) -> Model:
         """The model a string names ("provider:name"), made at the first ask and reused."""
         if (model := self._models.get(spec)) is None:
-            model = self._models[spec] = self._make_model(spec)
+            model = self._make_model(spec)
+            if len(self._models) >= MODELS_KEPT:
+                del self._models[next(iter(self._models))]
+            self._models[spec] = model
         return model
 
     def _make_model(self, spec: str) -> Model:
