@@ -170,6 +170,7 @@ class Executor:
             hook=self.host.hook,
             run=run,
             emit=emit,
+            watched=stream,
             incoming=new_messages,
             resumed=resumed or run.forked_from_run_id is not None,
         )

@@ -31,7 +31,8 @@ from runpoint.types import Checkpoint, Message, Run, ToolExecution
 @hookspec
 def runpoint_model_providers() -> Mapping[str, ModelProvider]:
     """Register model providers by prefix: ``{"scripted": factory}`` makes the model
-    string ``"scripted:demo"`` call ``factory("demo")``."""
+    string ``"scripted:demo"`` call ``factory("demo")``. The host makes one model per
+    string and shares it between runs, concurrent ones too."""
     raise NotImplementedError
 
 

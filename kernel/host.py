@@ -43,6 +43,9 @@ REGISTRIES = {
     "runpoint_run_queues": "run queue",
 }
 REPLACEABLE = {"runpoint_run_queues"}
+# How many models the host keeps made: a continue may name any model string, so the oldest
+# made is let go past this (and made again if named again).
+MODELS_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,19 @@ class PluginHost:
         self.hook = RunHooks(self.manager)
         # hook -> name -> (the plugin that registered it, what it registered)
         self._registered = {hook: self._collect(hook) for hook in REGISTRIES}
+        # made once per model string: a model holds its SDK client (TLS setup, connections)
+        self._models: dict[str, Model] = {}
 
     def model(self, spec: str) -> Model:
+        """The model a string names ("provider:name"), made at the first ask and reused."""
+        if (model := self._models.get(spec)) is None:
+            model = self._make_model(spec)
+            if len(self._models) >= MODELS_KEPT:
+                del self._models[next(iter(self._models))]
+            self._models[spec] = model
+        return model
+
+    def _make_model(self, spec: str) -> Model:
         prefix, sep, name = spec.partition(":")
         if not sep:
             raise ConfigurationError(f"model {spec!r} is not of the form 'provider:model'")

@@ -59,10 +59,12 @@ class Execution:
     hook: RunHooks
     run: Run
     emit: Callable[[RunEvent], None]
+    watched: bool  # whether a client streams the run's events (deltas included)
     incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
     transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
     unsaved: list[Message] = field(default_factory=list)
+    model_memo: dict[Any, Any] = field(default_factory=dict)  # see ModelRequest.memo
     # a person's decisions on the paused batch (by tool_call_id), as written with the run
     decisions: Mapping[str, Decision] = field(default_factory=dict, init=False)
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
@@ -141,6 +143,8 @@ class Execution:
             instructions=self.agent.instructions,
             messages=self.history + self.transcript,
             tools=[t.schema for t in self.agent.tool_map.values()],
+            watched=self.watched,
+            memo=self.model_memo,
         )
         response: ModelResponse | None = None
         async for chunk in self.model.stream(request):
@@ -204,7 +208,9 @@ class Execution:
         self.run.in_doubt = []
         self.run.decisions = {}  # applied: cleared with the batch's results
         self.tool_batches += 1
-        executions = transcript.tool_executions(self.transcript)[-len(calls) :]
+        # the batch's turn, not the whole transcript: a batch's cost stays flat
+        last_turn = transcript.last_turn(self.transcript)
+        executions = transcript.tool_executions(self.transcript, start=last_turn)[-len(calls) :]
         self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
         await self.boundary("tool_batch", calls)
 

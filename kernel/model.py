@@ -22,6 +22,11 @@ class ModelRequest(msgspec.Struct):
     instructions: str | None
     messages: list[Message]
     tools: list[ToolSchema]
+    # whether anyone watches the turn's deltas: if nobody does, a model may answer whole
+    watched: bool = True
+    # the model's own memo for one execution, the same dict on each of its turns: work done
+    # on a message (its vendor format) is done once, not once per turn
+    memo: dict[Any, Any] = msgspec.field(default_factory=dict)
 
 
 class TextDelta(msgspec.Struct):

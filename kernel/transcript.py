@@ -19,6 +19,11 @@ def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     return []
 
 
+def last_turn(messages: Sequence[Message]) -> int:
+    """The index of the last assistant message (0 if there is none)."""
+    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), 0)
+
+
 def turns_and_batches(messages: Sequence[Message]) -> tuple[int, int]:
     """How many model turns the transcript holds, and how many tool batches with all
     their results."""
@@ -61,12 +66,14 @@ def tool_executions(
     messages: Sequence[Message],
     confirmation_required: Mapping[str, bool] | None = None,
     in_doubt: Collection[str] = (),
+    start: int = 0,
 ) -> list[ToolExecution]:
-    """Every tool call in the transcript, with its result where it has one."""
-    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    """Every tool call in the transcript from message `start` on, with its result where it
+    has one (a call's result follows it)."""
+    results = {m.tool_call_id: m for m in messages[start:] if m.role == "tool"}
     executions = []
-    for index, message in enumerate(messages):
-        for call in message.tool_calls or ():
+    for index in range(start, len(messages)):
+        for call in messages[index].tool_calls or ():
             result = results.get(call.id)
             needs = (confirmation_required or {}).get(call.name, False)
             executions.append(

@@ -20,7 +20,7 @@ from runpoint.model import (
     ToolCallDelta,
 )
 from runpoint.plugins import vendor_messages as vm
-from runpoint.plugins.vendor_model import VendorModel
+from runpoint.plugins.vendor_model import VendorModel, as_written
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic
@@ -41,16 +41,14 @@ class Claude(VendorModel["AsyncAnthropic"]):
         return AsyncAnthropic(**options)
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
-        params: dict[str, Any] = {
-            "model": self.id,
-            "max_tokens": self.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": vm.claude_messages(request.messages),
-        }
+        body: dict[str, Any] = {"messages": vm.claude_messages(request.messages, request.memo)}
         if system := vm.system_prompt(request.instructions, request.messages):
-            params["system"] = system
+            body["system"] = system
         if request.tools:
-            params["tools"] = vm.claude_tools(request.tools)
-        return params
+            body["tools"] = vm.claude_tools(request.tools)
+        # the SDK reads max_tokens (a single call's timeout grows with it)
+        max_tokens = self.max_tokens or DEFAULT_MAX_TOKENS
+        return as_written(body, model=self.id, max_tokens=max_tokens, messages=[])
 
     async def _respond(self, client: AsyncAnthropic, request: ModelRequest) -> ModelResponse:
         return vm.from_claude(await client.messages.create(**self._params(request)))

@@ -21,7 +21,7 @@ from runpoint.model import (
     ToolCallDelta,
 )
 from runpoint.plugins import vendor_messages as vm
-from runpoint.plugins.vendor_model import VendorModel, given
+from runpoint.plugins.vendor_model import VendorModel, as_written, given
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -47,16 +47,15 @@ class OpenAIResponses(_OpenAIModel):
     provider = "openai"
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
-        params = given(
-            model=self.id,
-            input=vm.responses_input(request.messages),
+        body = given(
+            input=vm.responses_input(request.messages, request.memo),
             instructions=request.instructions,
             temperature=self.temperature,
             max_output_tokens=self.max_tokens,
         )
         if request.tools:
-            params["tools"] = vm.responses_tools(request.tools)
-        return params
+            body["tools"] = vm.responses_tools(request.tools)
+        return as_written(body, model=self.id)
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
         return vm.from_responses(await client.responses.create(**self._params(request)))
@@ -90,15 +89,14 @@ class OpenAIChat(_OpenAIModel):
     provider = "openai-chat"
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
-        params = given(
-            model=self.id,
-            messages=vm.chat_messages(request.instructions, request.messages),
+        body = given(
+            messages=vm.chat_messages(request.instructions, request.messages, request.memo),
             temperature=self.temperature,
             max_completion_tokens=self.max_tokens,
         )
         if request.tools:
-            params["tools"] = vm.chat_tools(request.tools)
-        return params
+            body["tools"] = vm.chat_tools(request.tools)
+        return as_written(body, model=self.id, messages=[])
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
         return vm.from_chat(await client.chat.completions.create(**self._params(request)))

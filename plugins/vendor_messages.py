@@ -1,7 +1,8 @@
 """runpoint's messages in each vendor's format, and each vendor's answer as a runpoint turn.
 
-runpoint's transcript is the record; a vendor's format is made from it afresh for every
-request, so any run can be continued on any provider. Tool call ids, arguments, results and
+runpoint's transcript is the record; a vendor's format is made from it by each execution
+(once per message, given the execution's memo), so any run can be continued on any
+provider. Tool call ids, arguments, results and
 error flags go through unchanged where the vendor has a place for them (OpenAI has no error
 flag: the result text says what failed). Anthropic only accepts ids of ``[a-zA-Z0-9_-]``;
 others are mapped the same way in a call and in its result, so they still pair up.
@@ -10,8 +11,8 @@ others are mapped the same way in a call and in its result, so they still pair u
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
@@ -29,9 +30,30 @@ if TYPE_CHECKING:  # the SDKs' types only: importing an SDK takes seconds
     )
     from openai.types.responses import FunctionToolParam, Response, ResponseInputItemParam
 
+T = TypeVar("T")
+
 
 class MalformedResponse(Exception):
     """A vendor's answer that cannot be read as a model turn."""
+
+
+def each_once(
+    convert: Callable[[Message], T], messages: Sequence[Message], memo: dict[Any, Any] | None
+) -> list[T]:
+    """`convert` of each message; with a memo (`ModelRequest.memo`), a message is converted
+    once for its execution, whose transcript only grows: the messages of the last request
+    that start this one are not converted again. What is returned is shared: do not
+    change it."""
+    if memo is None:
+        return [convert(m) for m in messages]
+    seen: list[Message]
+    converted: list[T]
+    seen, converted = memo.get(convert, ([], []))
+    if list(messages[: len(seen)]) != seen:  # by identity first: at the speed of C
+        seen, converted = [], []
+    converted = converted + [convert(m) for m in messages[len(seen) :]]
+    memo[convert] = (list(messages), converted)
+    return converted
 
 
 def arguments_json(call: ToolCall) -> str:
@@ -73,29 +95,33 @@ def responses_tools(tools: Sequence[ToolSchema]) -> list[FunctionToolParam]:
     ]
 
 
-def responses_input(messages: Sequence[Message]) -> list[ResponseInputItemParam]:
+def responses_input(
+    messages: Sequence[Message], memo: dict[Any, Any] | None = None
+) -> list[ResponseInputItemParam]:
+    return [item for items in each_once(_responses_items, messages, memo) for item in items]
+
+
+def _responses_items(m: Message) -> list[ResponseInputItemParam]:
+    if m.role == "tool":
+        return [
+            {
+                "type": "function_call_output",
+                "call_id": m.tool_call_id or "",
+                "output": m.content or "",
+            }
+        ]
     items: list[ResponseInputItemParam] = []
-    for m in messages:
-        if m.role == "tool":
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": m.tool_call_id or "",
-                    "output": m.content or "",
-                }
-            )
-            continue
-        if m.content:
-            items.append({"role": m.role, "content": m.content})
-        for call in m.tool_calls or ():
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": call.id,
-                    "name": call.name,
-                    "arguments": arguments_json(call),
-                }
-            )
+    if m.content:
+        items.append({"role": m.role, "content": m.content})
+    for call in m.tool_calls or ():
+        items.append(
+            {
+                "type": "function_call",
+                "call_id": call.id,
+                "name": call.name,
+                "arguments": arguments_json(call),
+            }
+        )
     return items
 
 
@@ -130,35 +156,34 @@ def chat_tools(tools: Sequence[ToolSchema]) -> list[ChatCompletionToolParam]:
 
 
 def chat_messages(
-    instructions: str | None, messages: Sequence[Message]
+    instructions: str | None, messages: Sequence[Message], memo: dict[Any, Any] | None = None
 ) -> list[ChatCompletionMessageParam]:
     system = system_prompt(instructions, messages)
     result: list[ChatCompletionMessageParam] = (
         [{"role": "system", "content": system}] if system else []
     )
-    for m in messages:
-        if m.role == "user":
-            result.append({"role": "user", "content": m.content or ""})
-        elif m.role == "tool":
-            result.append(
-                {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content or ""}
-            )
-        elif m.role == "assistant":
-            assistant: ChatCompletionAssistantMessageParam = {
-                "role": "assistant",
-                "content": m.content,
-            }
-            if m.tool_calls:
-                assistant["tool_calls"] = [
-                    {
-                        "id": c.id,
-                        "type": "function",
-                        "function": {"name": c.name, "arguments": arguments_json(c)},
-                    }
-                    for c in m.tool_calls
-                ]
-            result.append(assistant)
+    result += [c for c in each_once(_chat_message, messages, memo) if c is not None]
     return result
+
+
+def _chat_message(m: Message) -> ChatCompletionMessageParam | None:
+    if m.role == "user":
+        return {"role": "user", "content": m.content or ""}
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content or ""}
+    if m.role != "assistant":
+        return None  # system messages join the system prompt
+    assistant: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": m.content}
+    if m.tool_calls:
+        assistant["tool_calls"] = [
+            {
+                "id": c.id,
+                "type": "function",
+                "function": {"name": c.name, "arguments": arguments_json(c)},
+            }
+            for c in m.tool_calls
+        ]
+    return assistant
 
 
 def from_chat(completion: ChatCompletion) -> ModelResponse:
@@ -187,16 +212,17 @@ def claude_tools(tools: Sequence[ToolSchema]) -> list[ToolParam]:
     ]
 
 
-def claude_messages(messages: Sequence[Message]) -> list[MessageParam]:
+def claude_messages(
+    messages: Sequence[Message], memo: dict[Any, Any] | None = None
+) -> list[MessageParam]:
     turns: list[tuple[Literal["user", "assistant"], list[ContentBlockParam]]] = []
-    for m in messages:
-        blocks = _claude_blocks(m)
+    for m, blocks in zip(messages, each_once(_claude_blocks, messages, memo), strict=True):
         role: Literal["user", "assistant"] = "assistant" if m.role == "assistant" else "user"
         # a batch's results (and whatever follows them) make one user turn: roles alternate
         if turns and turns[-1][0] == role:
             turns[-1][1].extend(blocks)
         elif blocks:
-            turns.append((role, blocks))
+            turns.append((role, list(blocks)))  # a list of its own: the memo keeps `blocks`
     return [
         {"role": "user", "content": blocks}
         if role == "user"

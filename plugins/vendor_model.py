@@ -1,5 +1,6 @@
 """What every model behind an official vendor SDK shares: per-agent settings, an SDK client
-made at first use, and the choice between a streamed and a single-response vendor call.
+made at first use, the choice between a streamed and a single-response vendor call, and
+how a request body goes through the SDK.
 
 The client is made lazily because runpoint resolves every agent's model at start-up: a
 missing API key must fail the run that needs it, not the server or an import. The SDK is
@@ -34,7 +35,8 @@ class VendorModel(ABC, Generic[Client]):
     max_retries: int | None = None  # the SDK retries rate limits, 5xx and timeouts
     base_url: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    # stream the vendor call (deltas reach clients as they come) or make one plain call
+    # stream the vendor call (deltas reach clients as they come) or make one plain call;
+    # a turn nobody watches is one plain call either way
     streaming: bool = True
 
     provider: ClassVar[str]  # the prefix of the model string, "openai" in "openai:gpt-5.4"
@@ -54,7 +56,7 @@ class VendorModel(ABC, Generic[Client]):
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
         client = self.client()
         try:
-            if self.streaming:
+            if self.streaming and request.watched:
                 async for chunk in self._stream(client, request):
                     yield chunk
             else:
@@ -87,12 +89,31 @@ class VendorModel(ABC, Generic[Client]):
     def _make_client(self, **options: Any) -> Client: ...
 
     @abstractmethod
+    def _params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of the SDK call for one turn (see `as_written`)."""
+
+    @abstractmethod
     def _stream(self, client: Client, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream one turn: deltas, then the complete ModelResponse."""
 
     @abstractmethod
     async def _respond(self, client: Client, request: ModelRequest) -> ModelResponse:
         """One turn in a single vendor call."""
+
+
+def as_written(body: dict[str, Any], **typed: Any) -> dict[str, Any]:
+    """The keyword arguments of an SDK call that sends `body` as it is written here.
+
+    The SDKs walk every field of a typed parameter through typing introspection before
+    sending it (`openai._utils._transform`, its twin in `anthropic`): about 2 ms for each
+    item of the history, 4 ms for one tool, so a turn over 500 items cost a second. runpoint
+    writes the vendor's format itself, so the body goes in `extra_body`, which the SDK
+    merges into the JSON it sends as it is (retries, timeouts and parsing stay the SDK's).
+    `typed` keeps what the SDK reads itself: the model, `stream`, the arguments it requires
+    (`body` replaces their values on the wire). The anthropic SDK still copies the whole
+    body once per request (`anthropic._utils._prepare.copy_tree`): what is left of a
+    turn's cost that grows with the transcript there."""
+    return typed | {"extra_body": body}
 
 
 def given(**options: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from runpoint import hookimpl
 from runpoint.adapters.cli import main
 from runpoint.agent import Agent
 from runpoint.errors import ConfigurationError
-from runpoint.host import PluginHost
+from runpoint.host import MODELS_KEPT, PluginHost
 from runpoint.plugins.demo import get_population
 from runpoint.services import Runpoint
 from runpoint.types import Checkpoint, RunStatus
@@ -35,6 +35,17 @@ def test_plugins_can_be_disabled_by_name(monkeypatch: pytest.MonkeyPatch) -> Non
     with pytest.raises(ConfigurationError, match="no checkpoint policy named 'every-n-turns'"):
         host.policy(Agent(id="a", model="scripted:demo", checkpoint="every-n-turns"))
     assert host.policy(Agent(id="a", model="scripted:demo")) is not None
+
+
+def test_a_model_string_makes_one_model_and_the_models_kept_are_bounded() -> None:
+    host = PluginHost()
+    first = host.model("scripted:demo")
+    assert host.model("scripted:demo") is first  # its SDK client, if any, serves every run
+
+    for i in range(MODELS_KEPT):  # model strings a client may name in continues
+        host.model(f"openai:model-{i}")
+
+    assert host.model("scripted:demo") is not first  # let go, made again
 
 
 def test_a_hook_that_matches_no_spec_fails_loudly() -> None:

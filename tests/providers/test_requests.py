@@ -1,0 +1,123 @@
+"""What a turn costs on the way to the vendor: the body runpoint writes is sent as it is
+(not walked by the SDK's typed-parameter transform) and is what the typed call would send;
+each message is converted once per execution; one SDK client serves every run of a model
+string; and a turn nobody watches is one plain vendor call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from runpoint.agent import tool
+from runpoint.model import ModelRequest, ModelResponse
+from runpoint.plugins import vendor_messages as vm
+from runpoint.types import Message, RunStatus, ToolCall
+from tests.conftest import OpenRunpoint
+from tests.providers.conftest import Api, get_population, travel_agent
+from tests.providers.wire import Turn
+
+HISTORY = [
+    Message(role="system", content="Answer in French."),
+    Message(role="user", content="Populations de Paris et de l'Atlantide ? Merci ✓"),
+    Message(
+        role="assistant",
+        content="Je cherche.",
+        tool_calls=[
+            ToolCall("call:1", "get_population", {"city": "Paris"}),
+            ToolCall("call_2", "get_population", {"city": "Atlantis", "note": "ü\u2028"}),
+        ],
+    ),
+    Message(role="tool", content="2.1M", tool_call_id="call:1"),
+    Message(role="tool", content="LookupError", tool_call_id="call_2", tool_call_error=True),
+    Message(role="assistant", tool_calls=[ToolCall("call_3", "get_population", {})]),
+    Message(role="tool", content="13.9M", tool_call_id="call_3"),
+    Message(role="user", content="Et maintenant ?"),
+]
+
+
+def typed_call(api: Api, client: Any) -> Any:
+    """The SDK's typed method for this API's turns."""
+    if api.provider == "openai":
+        return client.responses.create
+    if api.provider == "openai-chat":
+        return client.chat.completions.create
+    return client.messages.create
+
+
+async def test_the_body_sent_as_written_is_the_one_the_typed_call_sends(api: Api) -> None:
+    model = api.model(
+        max_tokens=256, **({"temperature": 0.5} if api.provider != "anthropic" else {})
+    )
+    request = ModelRequest(
+        instructions="Use get_population.",
+        messages=HISTORY,
+        tools=[tool(get_population).schema],
+        watched=False,
+    )
+    api.server.play(Turn("Voilà."), Turn("Voilà."))
+
+    [*_, response] = [chunk async for chunk in model.stream(request)]
+    arguments = model._params(request)
+    body = arguments.pop("extra_body")
+    await typed_call(api, model.client())(**arguments | body)  # the SDK transforms it all
+
+    as_written, typed = (r.body for r in api.server.requests)
+    assert as_written == typed
+    assert "Merci ✓" in str(as_written) and "stream" not in as_written
+    assert isinstance(response, ModelResponse) and response.content == "Voilà."
+
+
+def test_each_message_is_converted_once_per_execution() -> None:
+    memo: dict[Any, Any] = {}
+    first = vm.responses_input(HISTORY[:4], memo)
+    later = vm.responses_input(HISTORY, memo)  # a later turn of the same execution
+
+    assert later == vm.responses_input(HISTORY)
+    assert all(a is b for a, b in zip(first, later, strict=False))  # not made again
+    # a turn's blocks are joined in lists of its own: the memo's are left as they were
+    assert vm.claude_messages(HISTORY, memo) == vm.claude_messages(HISTORY, memo)
+    assert vm.claude_messages(HISTORY, memo) == vm.claude_messages(HISTORY)
+    assert vm.chat_messages("Hi", HISTORY, memo) == vm.chat_messages("Hi", HISTORY)
+
+
+async def test_one_sdk_client_serves_every_run_of_a_model_string(
+    api: Api, monkeypatch: pytest.MonkeyPatch, open_runpoint: OpenRunpoint
+) -> None:
+    made: list[object] = []
+    make_client = api.model_class._make_client
+
+    def counted(self: Any, **options: Any) -> object:
+        made.append(client := make_client(self, **options))
+        return client
+
+    monkeypatch.setattr(api.model_class, "_make_client", counted)
+    runpoint = await open_runpoint([travel_agent(api.spec)])
+    api.server.play(Turn("One."), Turn("Two."), Turn("Three."))
+
+    first = await (await runpoint.create_run("travel", "Hello")).result()
+    second = await (await runpoint.create_run("travel", "Hello again")).result()
+    switched = await (
+        await runpoint.continue_run(first.run_id, input="And?", model=api.spec)
+    ).result()
+
+    assert [r.content for r in (first, second, switched)] == ["One.", "Two.", "Three."]
+    assert len(made) == 1
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["watched", "unwatched"])
+async def test_the_vendor_call_is_streamed_only_when_a_client_streams_the_run(
+    api: Api, watched: bool, open_runpoint: OpenRunpoint
+) -> None:
+    runpoint = await open_runpoint([travel_agent(api.model())])  # a streaming model
+    api.server.play(Turn("Paris has 2.1M people."))
+
+    handle = await runpoint.create_run("travel", "Population of Paris?", stream=watched)
+    if watched:
+        text = [e.data["content"] async for e in handle.events() if e.event == "RunContent"]
+        assert len(text) > 1  # as the vendor streamed it
+    run = await handle.result()
+
+    assert run.status is RunStatus.COMPLETED, run.error
+    assert run.content == "Paris has 2.1M people."
+    assert bool(api.server.requests[0].body.get("stream")) is watched
