@@ -16,11 +16,10 @@ from typing import Any
 
 import msgspec
 
-from runpoint import transcript
+from runpoint import tool_calls, transcript
 from runpoint.agent import Agent
 from runpoint.host import RunHooks
 from runpoint.model import (
-    MAX_TOOL_CALL_ID_LENGTH,
     Model,
     ModelRequest,
     ModelResponse,
@@ -41,9 +40,6 @@ from runpoint.types import (
     new_id,
     now,
 )
-
-REJECTED = "The user rejected this tool call."
-SKIPPED = "A person chose not to run this call again: it may have run before its process died."
 
 
 @dataclass
@@ -97,7 +93,7 @@ class Execution:
                         for c in calls
                         if c.id in records and records[c.id] is None and c.id not in self.decisions
                     ]
-                    if self.run.in_doubt or self.undecided(calls):
+                    if self.run.in_doubt or tool_calls.undecided(self.agent, calls, self.decisions):
                         if self.cancelled():  # accepted while the run waited: it wins
                             return await self.finish(RunStatus.CANCELLED, "RunCancelled")
                         return await self.pause(calls)
@@ -156,15 +152,7 @@ class Execution:
                 response = chunk
         if response is None:
             raise RuntimeError(f"model {self.model.name} ended its turn without a response")
-        if too_long := [c.id for c in response.tool_calls if len(c.id) > MAX_TOOL_CALL_ID_LENGTH]:
-            raise ValueError(
-                f"model {self.model.name} named a tool call with an id of {len(too_long[0])} "
-                f"characters (at most {MAX_TOOL_CALL_ID_LENGTH})"
-            )
-        if any("\x00" in c.id for c in response.tool_calls):
-            raise ValueError(
-                f"model {self.model.name} named a tool call whose id has a U+0000 (NUL)"
-            )
+        tool_calls.check_ids(self.model.name, response.tool_calls)
         self.model_turns += 1
         self.append(
             Message(
@@ -186,14 +174,20 @@ class Execution:
 
     async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
-            self.event("ToolCallStarted", tool=_call_info(call))
+            self.event("ToolCallStarted", tool=tool_calls.info(call))
         # Durably first, in one write: the intent of each side-effecting call starting now,
         # and the decisions to run one, spent (a call runs once per decision; if its process
         # dies in it, it is in doubt and a person decides again). Other decisions stay until
         # the batch is done: applied again, they run nothing twice. A lost turn is simply
         # asked again, unless one of its calls may have acted.
-        starting = [c.id for c in calls if c.id not in records and self.records(c)]
-        spent = {c.id for c in calls if self.records(c) and self.decisions.get(c.id) is True}
+        starting = [
+            c.id for c in calls if c.id not in records and tool_calls.is_recorded(self.agent, c)
+        ]
+        spent = {
+            c.id
+            for c in calls
+            if tool_calls.is_recorded(self.agent, c) and self.decisions.get(c.id) is True
+        }
         if starting or spent:
             self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
             await self.save(checkpoint=None, intents=starting)
@@ -202,7 +196,7 @@ class Execution:
             self.append(message)
             self.event(
                 "ToolCallCompleted",
-                tool=_call_info(call)
+                tool=tool_calls.info(call)
                 | {"result": message.content, "tool_call_error": message.tool_call_error},
             )
         self.run.in_doubt = []
@@ -223,7 +217,9 @@ class Execution:
         if isinstance(decision, str):
             result, failed = decision, False
         else:
-            result, failed = await self.call_tool(call, in_doubt=call.id in records)
+            result, failed = await tool_calls.run(
+                self.agent, call, decision, in_doubt=call.id in records
+            )
         message = Message(
             role="tool",
             content=result,
@@ -232,56 +228,27 @@ class Execution:
             tool_args=call.arguments,
             tool_call_error=failed,
         )
-        if call.id in records or self.records(call):
+        if call.id in records or tool_calls.is_recorded(self.agent, call):
             await self.storage.record_tool_result(self.run.run_id, message)
         return message
-
-    def records(self, call: ToolCall) -> bool:
-        """Whether this call's side effects are recorded (it may not run twice)."""
-        tool = self.agent.tool_map.get(call.name)
-        return tool is not None and tool.effect == "side-effect"
-
-    async def call_tool(self, call: ToolCall, *, in_doubt: bool) -> tuple[str, bool]:
-        """Run one tool call; a failure becomes an error result, not a failed run."""
-        tool = self.agent.tool_map.get(call.name)
-        if tool is None:
-            return f"Unknown tool {call.name!r}.", True
-        if tool.requires_confirmation and self.decisions.get(call.id) is not True:
-            return REJECTED, True
-        if in_doubt and self.decisions.get(call.id) is not True:
-            return SKIPPED, True
-        try:
-            return await tool(call.arguments), False
-        except msgspec.ValidationError as exc:
-            return f"Invalid arguments for {call.name}: {exc}", True
-        except Exception as exc:
-            return f"{type(exc).__name__}: {exc}", True
 
     def cancelled(self) -> bool:
         """Whether a cancel was accepted for the run, here or in another process."""
         return self.cancel_requested.is_set() or self.run.cancel_requested
-
-    def undecided(self, calls: list[ToolCall]) -> list[ToolCall]:
-        tools = self.agent.tool_map
-        return [
-            c
-            for c in calls
-            if c.name in tools
-            and tools[c.name].requires_confirmation
-            and c.id not in self.decisions
-        ]
 
     async def pause(self, calls: list[ToolCall]) -> Run:
         """Stop before a batch that needs a person's decision (a call to confirm, or one
         that may or may not have run); continue with `tools` resumes here."""
         self.run.status = RunStatus.PAUSED
         await self.save(checkpoint=None)
-        waiting = {c.id for c in self.undecided(calls)} | set(self.run.in_doubt)
+        waiting = {c.id for c in tool_calls.undecided(self.agent, calls, self.decisions)} | set(
+            self.run.in_doubt
+        )
         self.event(
             "RunPaused",
             tools=[
                 # every call listed waits on a person: Agno's clients confirm what says so
-                _call_info(c)
+                tool_calls.info(c)
                 | {"in_doubt": c.id in self.run.in_doubt, "requires_confirmation": True}
                 for c in calls
                 if c.id in waiting
@@ -377,7 +344,3 @@ def announce(hook: RunHooks, run: Run, incoming: Sequence[Message]) -> None:
     first = run.message_count - len(incoming)
     for index, message in enumerate(incoming, first):
         hook.runpoint_message_appended(run=run, message=message, index=index)
-
-
-def _call_info(call: ToolCall) -> dict[str, Any]:
-    return {"tool_call_id": call.id, "tool_name": call.name, "tool_args": call.arguments}

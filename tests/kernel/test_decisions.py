@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from runpoint.loop import REJECTED
 from runpoint.services import Runpoint
+from runpoint.tool_calls import REJECTED
 from runpoint.types import Decision, RunStatus
 from tests.kernel import deciding
 from tests.kernel.test_queue import ON_POSTGRES, jobs_in_queue

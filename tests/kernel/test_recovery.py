@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from runpoint.agent import Agent
-from runpoint.loop import SKIPPED
 from runpoint.services import Runpoint
+from runpoint.tool_calls import SKIPPED
 from runpoint.types import Run, RunStatus
 from tests.kernel import crashing
 

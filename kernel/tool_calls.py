@@ -1,0 +1,69 @@
+"""One call of a tool batch: whether a person must decide it, whether its side effects are
+recorded, and running it (a failure is an error result the model sees, not a failed run)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgspec
+
+from runpoint.agent import Agent
+from runpoint.model import MAX_TOOL_CALL_ID_LENGTH
+from runpoint.types import Decision, ToolCall
+
+REJECTED = "The user rejected this tool call."
+SKIPPED = "A person chose not to run this call again: it may have run before its process died."
+
+
+def check_ids(model: str, calls: Sequence[ToolCall]) -> None:
+    """Refuse a model's turn whose call ids cannot be kept (an id keys stored records)."""
+    if too_long := [c.id for c in calls if len(c.id) > MAX_TOOL_CALL_ID_LENGTH]:
+        raise ValueError(
+            f"model {model} named a tool call with an id of {len(too_long[0])} "
+            f"characters (at most {MAX_TOOL_CALL_ID_LENGTH})"
+        )
+    if any("\x00" in c.id for c in calls):
+        raise ValueError(f"model {model} named a tool call whose id has a U+0000 (NUL)")
+
+
+def is_recorded(agent: Agent, call: ToolCall) -> bool:
+    """Whether this call's side effects are recorded (it may not run twice)."""
+    tool = agent.tool_map.get(call.name)
+    return tool is not None and tool.effect == "side-effect"
+
+
+def undecided(
+    agent: Agent, calls: Sequence[ToolCall], decisions: Mapping[str, Decision]
+) -> list[ToolCall]:
+    """The calls that wait for a person's confirmation."""
+    tools = agent.tool_map
+    return [
+        c
+        for c in calls
+        if c.name in tools and tools[c.name].requires_confirmation and c.id not in decisions
+    ]
+
+
+async def run(
+    agent: Agent, call: ToolCall, decision: Decision | None, *, in_doubt: bool
+) -> tuple[str, bool]:
+    """Run one tool call: its result and whether it failed."""
+    tool = agent.tool_map.get(call.name)
+    if tool is None:
+        return f"Unknown tool {call.name!r}.", True
+    if tool.requires_confirmation and decision is not True:
+        return REJECTED, True
+    if in_doubt and decision is not True:
+        return SKIPPED, True
+    try:
+        return await tool(call.arguments), False
+    except msgspec.ValidationError as exc:
+        return f"Invalid arguments for {call.name}: {exc}", True
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}", True
+
+
+def info(call: ToolCall) -> dict[str, Any]:
+    """A call as events describe it."""
+    return {"tool_call_id": call.id, "tool_name": call.name, "tool_args": call.arguments}
