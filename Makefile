@@ -36,8 +36,9 @@ lint: install
 	$(BIN)/mypy contrib/bench
 	$(BIN)/lint-imports
 
+# two workers, a test module each at a time (module fixtures are set up once)
 test: lint
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 bench: install
 	$(BIN)/python contrib/bench/storage.py
