@@ -8,13 +8,12 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
-from tests.http.conftest import free_port
+from tests.http.conftest import await_health, free_port
 
 from .test_startup import COMMAND, ROOT, runpoint
 
@@ -33,16 +32,9 @@ def serving(log: Path, *options: str, **environment: str) -> Iterator[httpx.Clie
             cwd=ROOT,
         )
     try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                assert process.poll() is None, log.read_text()
-                try:
-                    if client.get("/health").status_code == 200:
-                        break
-                except httpx.TransportError:
-                    assert time.monotonic() < deadline, "runpoint serve did not come up"
-                    time.sleep(0.05)
+        base_url = f"http://127.0.0.1:{port}"
+        await_health(process, base_url, seconds=60, exited=log.read_text)
+        with httpx.Client(base_url=base_url, timeout=30) as client:
             yield client
     finally:
         process.terminate()

@@ -28,7 +28,7 @@ import pytest
 
 from tests import postgres
 from tests.faults.app import booked
-from tests.http.conftest import free_port
+from tests.http.conftest import await_health, free_port
 
 SEED = 20261129
 RUNS = 6
@@ -55,15 +55,7 @@ class Server:
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.argv, env=self.env, cwd=Path(__file__).parents[2])
-        deadline = time.monotonic() + 30
-        while True:
-            assert self.process.poll() is None, "runpoint serve exited"
-            try:
-                if httpx.get(f"{self.url}/health").status_code == 200:
-                    return
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "runpoint serve did not come up"
-                time.sleep(0.05)
+        await_health(self.process, self.url, seconds=30)
 
     def kill(self) -> None:
         assert self.process is not None

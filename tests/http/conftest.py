@@ -9,8 +9,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -68,6 +69,25 @@ def free_port() -> int:
         return port
 
 
+def await_health(
+    process: subprocess.Popen[Any],
+    base_url: str,
+    *,
+    seconds: float = 20,
+    exited: Callable[[], str] = lambda: "runpoint serve exited",
+) -> None:
+    """Wait for a started `runpoint serve` to answer /health (`exited` says why it did not)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        assert process.poll() is None, exited()
+        try:
+            if httpx.get(f"{base_url}/health").status_code == 200:
+                return
+        except httpx.TransportError:
+            assert time.monotonic() < deadline, "runpoint serve did not come up"
+            time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
     """`runpoint serve` (the demo agents) with these options on a free port of `host`."""
@@ -80,15 +100,7 @@ def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert process.poll() is None, "runpoint serve exited"
-            try:
-                if httpx.get(f"{base_url}/health").status_code == 200:
-                    break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, "runpoint serve did not come up"
-                time.sleep(0.05)
+        await_health(process, base_url)
         yield base_url
     finally:
         process.terminate()
