@@ -67,13 +67,19 @@ class Queries:
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> RunDetail:
-        run = await self.run(run_id, session_id=session_id, agent_id=agent_id)
-        messages = await self.storage.read_messages(run.segments, run.message_count)
-        return self._detail(run, messages)
+        return await self._whole(await self.run(run_id, session_id=session_id, agent_id=agent_id))
 
     async def list_runs(self, session_id: str) -> list[Run]:
         await self.sessions.get(session_id)
         return await self.storage.list_runs(session_id)
+
+    async def list_run_details(self, session_id: str) -> list[RunDetail]:
+        """A session's live runs, oldest first, each with its transcript."""
+        return [await self._whole(run) for run in await self.list_runs(session_id)]
+
+    async def _whole(self, run: Run) -> RunDetail:
+        messages = await self.storage.read_messages(run.segments, run.message_count)
+        return self._detail(run, messages)
 
     async def timeline(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None

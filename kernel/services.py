@@ -167,6 +167,9 @@ class Runpoint:
     async def list_runs(self, session_id: str) -> list[Run]:
         return await self.queries.list_runs(session_id)
 
+    async def list_run_details(self, session_id: str) -> list[RunDetail]:
+        return await self.queries.list_run_details(session_id)
+
     async def timeline(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> tuple[Run, list[Checkpoint]]:

@@ -210,13 +210,8 @@ async def delete_session(rp: Runpoint, *, session_id: str) -> Reply:
 
 @operation
 async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
-    runs = await rp.list_runs(session_id)
-    return [
-        wire.run_detail(
-            await rp.get_run(r.run_id, session_id=session_id), _agent_name(rp, r.agent_id)
-        )
-        for r in runs
-    ]
+    details = await rp.list_run_details(session_id)
+    return [wire.run_detail(d, _agent_name(rp, d.run.agent_id)) for d in details]
 
 
 @operation
