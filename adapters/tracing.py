@@ -57,7 +57,8 @@ class Tracing:
     def runpoint_model_turn_done(
         self, run: Run, model: str, message: Message | None, error: Exception | None, timing: Timing
     ) -> None:
-        provider, _, name = model.rpartition(":")
+        # "provider:name", as model strings are (a fine-tuned model's name has colons too)
+        provider, _, name = model.partition(":") if ":" in model else ("", "", model)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.request.model": name,
@@ -136,9 +137,9 @@ def provider_from_env() -> TracerProvider:
     """The process's tracer provider if something set one up (`opentelemetry-instrument`, an
     embedding program), else the SDK's, set up from the standard variables and made the
     process's: OTEL_SERVICE_NAME (runpoint by default) and OTEL_RESOURCE_ATTRIBUTES,
-    OTEL_TRACES_SAMPLER, OTEL_TRACES_EXPORTER (`otlp`, the default: OTLP over HTTP, its
-    OTEL_EXPORTER_OTLP_* variables read by the exporter; `console`; `none`), OTEL_BSP_*, and
-    OTEL_SDK_DISABLED."""
+    OTEL_TRACES_SAMPLER, OTEL_TRACES_EXPORTER (a list of `otlp`, the default: OTLP over
+    HTTP, its OTEL_EXPORTER_OTLP_* variables read by the exporter; `console`; `none`),
+    OTEL_BSP_*, and OTEL_SDK_DISABLED."""
     try:
         from opentelemetry import trace
         from opentelemetry.sdk.resources import SERVICE_NAME, Resource
@@ -153,21 +154,21 @@ def provider_from_env() -> TracerProvider:
     current = trace.get_tracer_provider()
     if not isinstance(current, trace.ProxyTracerProvider):  # set up already
         return current
-    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower()
-    if exporter not in EXPORTERS:
+    exporters = os.environ.get("OTEL_TRACES_EXPORTER", "otlp").lower().replace(" ", "").split(",")
+    if unknown := [e for e in exporters if e not in EXPORTERS]:
         raise ValueError(
-            f"OTEL_TRACES_EXPORTER={exporter}: runpoint sets up {', '.join(EXPORTERS)}; "
-            "for others, run it under opentelemetry-instrument"
+            f"OTEL_TRACES_EXPORTER names {', '.join(unknown)}: runpoint sets up "
+            f"{', '.join(EXPORTERS)}; for others, run it under opentelemetry-instrument"
         )
     resource = Resource.create()
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "runpoint"}))
     provider = TracerProvider(resource=resource)
-    if exporter == "otlp":
+    if "otlp" in exporters:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    elif exporter == "console":  # each span as it ends: a console is read as things happen
+    if "console" in exporters:  # each span as it ends: a console is read as things happen
         from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
         provider.add_span_processor(SimpleSpanProcessor(ConsoleSpanExporter()))

@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from .test_serve_logs import serving
-from .test_startup import ROOT
+from .test_startup import ROOT, one_line_error, runpoint
 
 
 class Collector(ThreadingHTTPServer):
@@ -88,6 +88,15 @@ def test_serve_with_otel_sends_a_runs_spans_to_the_collector(
     assert attributes.items() >= ids.items()
     for name in ("chat demo", "execute_tool get_population", "write_checkpoint"):
         assert spans[name][1].parent_span_id == execution.span_id, name
+
+
+def test_an_exporter_runpoint_cannot_set_up_is_one_line_and_status_2(tmp_path: Path) -> None:
+    done = runpoint(
+        "serve", "--otel", "--db", str(tmp_path / "x.db"), OTEL_TRACES_EXPORTER="otlp,zipkin"
+    )
+    assert "OTEL_TRACES_EXPORTER names zipkin: runpoint sets up otlp, console, none" in (
+        one_line_error(done)
+    )
 
 
 # The interpreter as it is without the extra: neither package can be imported.
