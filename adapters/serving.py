@@ -103,6 +103,7 @@ ACCESS = (
 )
 JWT_SECRET_ENV = "RUNPOINT_JWT_SECRET"  # a secret has no option: command lines are public
 OPEN_ENV = "RUNPOINT_ALLOW_UNAUTHENTICATED"
+OTEL_ENV = "RUNPOINT_OTEL"
 ACCESS_HELP = f"""With no API keys and no JWT key the server is open: every request acts as one
 default team. Set ${JWT_SECRET_ENV} to accept HS256 JWTs signed with it."""
 
@@ -116,9 +117,21 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     access.add_argument(
         "--allow-unauthenticated",
         action="store_true",
-        default=os.environ.get(OPEN_ENV, "").lower() in ("1", "true", "yes"),
+        default=is_set(OPEN_ENV),
         help=f"serve an address other than loopback with no authentication (${OPEN_ENV})",
     )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        default=is_set(OTEL_ENV),
+        help="send OpenTelemetry traces, set up by the standard OTEL_* variables "
+        f"(needs runpoint[otel]; ${OTEL_ENV})",
+    )
+
+
+def is_set(variable: str) -> bool:
+    """Whether a yes-or-no environment variable says yes."""
+    return os.environ.get(variable, "").lower() in ("1", "true", "yes")
 
 
 def load_agents(spec: str) -> Iterable[Agent]:
@@ -168,13 +181,14 @@ def auth_from_env() -> Auth:
 
 def runpoint_from_env() -> Runpoint:
     from runpoint.adapters.run_log import RunLog
+    from runpoint.adapters.telemetry import observers
     from runpoint.host import PluginHost
     from runpoint.services import Runpoint
 
     return Runpoint(
         load_agents(os.environ.get(APP.variable, APP.default)),
         database=database_url(os.environ.get(DB.variable, DB.default)),
-        host=PluginHost([RunLog()]),
+        host=PluginHost([RunLog(), *observers(traces=is_set(OTEL_ENV))]),
         lease_seconds=float(os.environ.get(LEASE.variable, LEASE.default)),
     )
 
@@ -257,6 +271,8 @@ def serve(args: argparse.Namespace) -> None:
     for option in (APP, DB, *LISTEN, LEASE, *ACCESS):  # for the app factory in workers
         if (value := getattr(args, option.dest)) is not None:
             os.environ[option.variable] = str(value)
+    if args.otel:
+        os.environ[OTEL_ENV] = "1"
     configure_logging(args.log_level)
     try:
         open_ = auth_from_env().is_open

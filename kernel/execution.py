@@ -8,6 +8,7 @@ background on a database with a run queue, put on the queue for any process to t
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from runpoint.loop import Execution, announce
 from runpoint.model import Model
 from runpoint.queries import Queries
 from runpoint.recovery import Leases
-from runpoint.runqueue import QueuedRun, RunQueue
+from runpoint.runqueue import Measured, QueuedRun, RunQueue
 from runpoint.storage import Storage
 from runpoint.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus
 
@@ -128,6 +129,17 @@ class Executor:
         execution.cancel_requested.set()
         return True
 
+    def executing(self) -> Counter[str]:
+        """How many runs this process executes, by agent."""
+        return Counter(e.run.agent_id for e in self._active.values() if e.run.status in IN_FLIGHT)
+
+    async def queued(self) -> dict[str, int] | None:
+        """How many runs wait in the run queue, by agent; None if there is no queue or it
+        cannot say."""
+        if isinstance(self.queue, Measured):
+            return await self.queue.waiting()
+        return None
+
     def follow(self, run: Run, *, replayed: bool = False) -> RunHandle:
         """A handle on a run executing elsewhere: its end is polled for when asked."""
 
@@ -216,6 +228,7 @@ class Executor:
 
     async def _recovered(self, run: Run) -> RunHandle:
         """Resume a run claimed from a process that died."""
+        self.host.hook.runpoint_run_recovered(run=run)
         agent = self.queries.agent(run.agent_id)
         return self._start(agent, run, [], False, resumed=True)
 

@@ -36,9 +36,11 @@ from runpoint.types import (
     Run,
     RunEvent,
     RunStatus,
+    Timing,
     ToolCall,
     new_id,
     now,
+    stopwatch,
 )
 
 
@@ -142,6 +144,31 @@ class Execution:
             watched=self.watched,
             memo=self.model_memo,
         )
+        took = stopwatch()
+        try:
+            response = await self.respond(request)
+        except Exception as exc:
+            self.hook.runpoint_model_turn_done(
+                run=self.run, model=self.model.name, message=None, error=exc, timing=took()
+            )
+            raise
+        timing = took()
+        self.model_turns += 1
+        message = Message(
+            role="assistant",
+            content=response.content,
+            tool_calls=response.tool_calls or None,
+            usage=response.usage,
+            model=self.model.name,
+        )
+        self.append(message)
+        self.hook.runpoint_model_turn_done(
+            run=self.run, model=self.model.name, message=message, error=None, timing=timing
+        )
+        self.event("ModelRequestCompleted", usage=response.usage)
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """The model's turn, its deltas passed on as events as they come."""
         response: ModelResponse | None = None
         async for chunk in self.model.stream(request):
             if isinstance(chunk, TextDelta):
@@ -153,17 +180,7 @@ class Execution:
         if response is None:
             raise RuntimeError(f"model {self.model.name} ended its turn without a response")
         tool_calls.check_ids(self.model.name, response.tool_calls)
-        self.model_turns += 1
-        self.append(
-            Message(
-                role="assistant",
-                content=response.content,
-                tool_calls=response.tool_calls or None,
-                usage=response.usage,
-                model=self.model.name,
-            )
-        )
-        self.event("ModelRequestCompleted", usage=response.usage)
+        return response
 
     async def tool_records(self, calls: list[ToolCall]) -> dict[str, Message | None]:
         """What is recorded of these calls' side effects. Only a batch this execution
@@ -214,12 +231,15 @@ class Execution:
         if (finished := records.get(call.id)) is not None:
             return finished  # never run twice
         decision = self.decisions.get(call.id)
+        ran: Timing | None = None  # how long the tool took, if it was called
         if isinstance(decision, str):
             result, failed = decision, False
+        elif refused := tool_calls.refusal(self.agent, call, decision, in_doubt=call.id in records):
+            result, failed = refused, True
         else:
-            result, failed = await tool_calls.run(
-                self.agent, call, decision, in_doubt=call.id in records
-            )
+            took = stopwatch()
+            result, failed = await tool_calls.run(self.agent, call)
+            ran = took()
         message = Message(
             role="tool",
             content=result,
@@ -228,6 +248,8 @@ class Execution:
             tool_args=call.arguments,
             tool_call_error=failed,
         )
+        if ran is not None:
+            self.hook.runpoint_tool_call_done(run=self.run, message=message, timing=ran)
         if call.id in records or tool_calls.is_recorded(self.agent, call):
             await self.storage.record_tool_result(self.run.run_id, message)
         return message
@@ -314,10 +336,14 @@ class Execution:
                 message_preview=transcript.preview(last) if last else None,
             )
             self.run.last_checkpoint_at_message_index = index
+        took = stopwatch()
         await self.save(checkpoint)
         if checkpoint is not None:
+            timing = took()
             self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
-            self.hook.runpoint_checkpoint_written(run=self.run, checkpoint=checkpoint)
+            self.hook.runpoint_checkpoint_written(
+                run=self.run, checkpoint=checkpoint, timing=timing
+            )
 
     async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
         self.leases.stamp(self.run)

@@ -10,6 +10,7 @@ errors of `runpoint.errors`.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Literal
 
@@ -116,6 +117,14 @@ class Runpoint:
             running = not isinstance(queue, Watched) or queue.running
             checks["queue"] = "ok" if running else "not running"
         return checks
+
+    def executing(self) -> Counter[str]:
+        """How many runs this process executes now, by agent."""
+        return self.executor.executing()
+
+    async def queued(self) -> dict[str, int] | None:
+        """How many runs wait in the run queue, by agent (None without a queue)."""
+        return await self.executor.queued()
 
     async def __aenter__(self) -> Runpoint:
         return await self.open()

@@ -1,5 +1,6 @@
 """One call of a tool batch: whether a person must decide it, whether its side effects are
-recorded, and running it (a failure is an error result the model sees, not a failed run)."""
+recorded, whether it runs, and running it (a failure is an error result the model sees, not
+a failed run)."""
 
 from __future__ import annotations
 
@@ -45,19 +46,24 @@ def undecided(
     ]
 
 
-async def run(
+def refusal(
     agent: Agent, call: ToolCall, decision: Decision | None, *, in_doubt: bool
-) -> tuple[str, bool]:
-    """Run one tool call: its result and whether it failed."""
+) -> str | None:
+    """Why this call is not run (its error result), or None if it runs."""
     tool = agent.tool_map.get(call.name)
     if tool is None:
-        return f"Unknown tool {call.name!r}.", True
+        return f"Unknown tool {call.name!r}."
     if tool.requires_confirmation and decision is not True:
-        return REJECTED, True
+        return REJECTED
     if in_doubt and decision is not True:
-        return SKIPPED, True
+        return SKIPPED
+    return None
+
+
+async def run(agent: Agent, call: ToolCall) -> tuple[str, bool]:
+    """Run a call of one of the agent's tools: its result and whether it failed."""
     try:
-        return await tool(call.arguments), False
+        return await agent.tool_map[call.name](call.arguments), False
     except msgspec.ValidationError as exc:
         return f"Invalid arguments for {call.name}: {exc}", True
     except Exception as exc:

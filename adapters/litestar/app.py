@@ -14,13 +14,17 @@ from litestar import Litestar, Request, Response
 from litestar.enums import HttpMethod
 from litestar.file_system import BaseLocalFileSystem
 from litestar.handlers import HTTPRouteHandler
+from litestar.middleware import ASGIMiddleware
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.static_files import create_static_files_router
 from litestar.types import FileInfo, PathType
 
 from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
+from runpoint.adapters.telemetry import observers
+from runpoint.adapters.tracing import Tracing
 from runpoint.agent import Agent
+from runpoint.host import PluginHost
 from runpoint.services import Runpoint
 
 from . import inputs
@@ -44,7 +48,9 @@ def create_app(
     **options: Any,
 ) -> Litestar:
     """The app serving `agents` from `database` (a URL: the CLI gives its default);
-    `options` go to `Runpoint` (lease_seconds, ...)."""
+    `options` go to `Runpoint` (lease_seconds, ...). Its metrics are kept if
+    prometheus_client is installed, unless `host` says otherwise."""
+    options.setdefault("host", PluginHost(observers()))
     runpoint = Runpoint(agents, database=database, **options)
     return build(runpoint, auth=auth, rate_limit=rate_limit, max_body_bytes=max_body_bytes)
 
@@ -60,7 +66,8 @@ def build(
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
     (as often as they like without it; it budgets each address's failed authentications
-    alike), with bodies of at most `max_body_bytes`."""
+    alike), with bodies of at most `max_body_bytes`. If `rp` traces (its host has a
+    `Tracing`), each request is a span, the parent of the runs it starts."""
     ops = operations(doc or document())
     ids = {op.operation_id for op in ops}
     if missing := sorted(ids - HANDLERS.keys()):
@@ -80,11 +87,13 @@ def build(
         name="console",
         opt={PUBLIC: True},
     )
+    tracing = rp.host.find(Tracing)
     return Litestar(
         route_handlers=[*(_route(rp, path, path_ops) for path, path_ops in paths.items()), ui],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
         middleware=[
+            *([_request_spans(tracing)] if tracing else []),  # a refused request is one too
             Authenticate(auth or Auth(), FailureBudget.of(rate_limit) if rate_limit else None),
             *([rate_limit.middleware] if rate_limit else []),
         ],
@@ -93,6 +102,12 @@ def build(
         before_send=[add_request_id],
         openapi_config=None,  # the checked-in document is served instead
     )
+
+
+def _request_spans(tracing: Tracing) -> ASGIMiddleware:
+    from .request_spans import RequestSpans  # imports opentelemetry: only an app that traces
+
+    return RequestSpans(tracing.tracer)
 
 
 class ConsoleFiles(BaseLocalFileSystem):

@@ -11,6 +11,7 @@ from typing import Any, cast
 import msgspec
 from litestar import Response
 
+from runpoint.adapters.metrics import Metrics
 from runpoint.boundaries import ContinueFrom
 from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
@@ -67,6 +68,19 @@ async def ready(rp: Runpoint) -> Reply:
 @operation
 async def get_openapi(rp: Runpoint) -> Reply:
     return Response(document_json(), media_type="application/json")
+
+
+@operation
+async def get_metrics(rp: Runpoint) -> Reply:
+    if (metrics := rp.host.find(Metrics)) is None:
+        raise HttpError(
+            501,
+            "METRICS_UNAVAILABLE",
+            "this server keeps no metrics: they need prometheus_client "
+            "(pip install 'runpoint[otel]')",
+        )
+    body, media_type = await metrics.scrape(rp)
+    return Response(body, headers={"Content-Type": media_type})
 
 
 def _agent_name(rp: Runpoint, agent_id: str) -> str | None:
