@@ -10,7 +10,7 @@ from functools import partial
 
 import msgspec
 
-from runpoint import boundaries, transcript
+from runpoint import boundaries, idempotency, transcript
 from runpoint.agent import Agent
 from runpoint.boundaries import ContinueFrom
 from runpoint.errors import Conflict, InvalidRequest, NotContinuable
@@ -20,7 +20,17 @@ from runpoint.queries import Queries
 from runpoint.recovery import Leases
 from runpoint.sessions import Sessions
 from runpoint.storage import Storage
-from runpoint.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Segment, ToolCall, new_id
+from runpoint.types import (
+    IN_FLIGHT,
+    Decision,
+    KeyClaim,
+    Message,
+    Run,
+    RunStatus,
+    Segment,
+    ToolCall,
+    new_id,
+)
 
 # statuses of a run that "continue from end" picks up again in place
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
@@ -60,8 +70,11 @@ class Continuation:
         self.sessions = sessions
         self.executor = executor
 
-    async def start(self, request: ContinueRun, *, stream: bool) -> RunHandle:
-        """Resume a run in place, or start a new run from one of its boundaries.
+    async def start(
+        self, request: ContinueRun, stream: bool, claim: KeyClaim | None = None
+    ) -> RunHandle:
+        """Resume a run in place, or start a new run from one of its boundaries; the write
+        that does answers `claim`, if the request came with an Idempotency-Key.
 
         `regenerate` re-answers the run's final answer in a new run (tool work is kept)
         and, unless `replace_original` is False, marks the source REGENERATED. `tools` maps
@@ -87,8 +100,8 @@ class Continuation:
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
             pending = transcript.unanswered_calls(last_turn)
-            return await self._resume(agent, source, pending, request, stream)
-        return await self._branch(agent, source, index, request, stream)
+            return await self._resume(agent, source, pending, request, stream, claim)
+        return await self._branch(agent, source, index, request, stream, claim)
 
     async def _source(self, request: ContinueRun) -> Run:
         """The run to continue, once its session's lock (a rollback's, perhaps) is settled."""
@@ -139,6 +152,7 @@ class Continuation:
         pending: list[ToolCall],
         request: ContinueRun,
         stream: bool,
+        claim: KeyClaim | None,
     ) -> RunHandle:
         """Pick the run up again where it stopped, with a new input or a person's decisions."""
         decisions = request.tools or {}
@@ -162,7 +176,7 @@ class Continuation:
         run.message_count += len(new)
         run.decisions = {**run.decisions, **decisions}
         self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.save(run, new, None)
+        await self.storage.save(run, new, None, answering=idempotency.answering(claim, run.run_id))
         return await self.executor.begin(
             agent,
             run,
@@ -173,7 +187,13 @@ class Continuation:
         )
 
     async def _branch(
-        self, agent: Agent, source: Run, index: int, request: ContinueRun, stream: bool
+        self,
+        agent: Agent,
+        source: Run,
+        index: int,
+        request: ContinueRun,
+        stream: bool,
+        claim: KeyClaim | None,
     ) -> RunHandle:
         """A new run from the source's boundary `index`, pointing at its rows below it.
         From the end of an ended run with nothing new, the model takes another turn, as
@@ -202,7 +222,9 @@ class Continuation:
             regenerated_from=source.run_id if request.regenerate else None,
         )
         self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.create_runs([run], {run_id: new})
+        await self.storage.create_runs(
+            [run], {run_id: new}, answering=idempotency.answering(claim, run_id)
+        )
         return await self.executor.begin(
             agent, run, new, stream=stream, background=request.background
         )

@@ -48,3 +48,9 @@ class Forbidden(RunpointError):
         super().__init__(f"{kind} {id_} belongs to another team")
         self.kind = kind
         self.id = id_
+
+
+class ClaimLost(Exception):
+    """A write was to answer an Idempotency-Key whose claim is its request's no longer (the
+    claim's lease ran out and a retry took the key over): nothing was written. No client
+    sees it: `runpoint.idempotency` gives the request the retry's answer."""

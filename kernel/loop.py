@@ -74,6 +74,7 @@ class Execution:
     # reads whole anyway, so nothing is stored that could disagree with the transcript.
     turns_before: int = 0
     batches_before: int = 0
+    call_ids: set[str] = field(default_factory=set)  # the transcript's, each once
 
     async def execute(self) -> Run:
         accepted = self.run.status is RunStatus.PENDING
@@ -125,6 +126,7 @@ class Execution:
             *self.incoming,
         ]
         self.turns_before, self.batches_before = transcript.turns_and_batches(self.transcript)
+        self.call_ids = transcript.call_ids(self.transcript)
         previous, depth = run.previous_run_id, self.agent.history_runs
         while previous is not None and (depth is None or depth > 0):
             earlier = await self.storage.get_run(previous)
@@ -179,7 +181,8 @@ class Execution:
                 response = chunk
         if response is None:
             raise RuntimeError(f"model {self.model.name} ended its turn without a response")
-        tool_calls.check_ids(self.model.name, response.tool_calls)
+        tool_calls.check_ids(self.model.name, response.tool_calls, self.call_ids)
+        self.call_ids.update(c.id for c in response.tool_calls)
         return response
 
     async def tool_records(self, calls: list[ToolCall]) -> dict[str, Message | None]:

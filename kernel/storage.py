@@ -4,6 +4,10 @@ Rows are append-only: messages keyed by (run_id, index), checkpoints by (run_id,
 message_index); a fork stores only its own rows (see `Segment`). Each session has an event
 log whose cursor (`Session.event_seq`) only grows: every message and every boundary takes
 the next place in it. Every method is atomic: it writes all it says or nothing.
+
+The writes that start a run (or make a session) take `answering`, a `KeyAnswer`: they then
+record its answer on its claimed Idempotency-Key in the same transaction, if the claim is
+still its owner's and unanswered; if not, they write nothing and raise `ClaimLost`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from typing import Protocol, runtime_checkable
 
 from runpoint.types import (
     Checkpoint,
+    KeyAnswer,
+    KeyClaim,
     Message,
     Role,
     Rollback,
@@ -28,7 +34,11 @@ class RunStore(Protocol):
     """Run rows: a run is inserted once, then written only through `save`."""
 
     async def create_runs(
-        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+        self,
+        runs: Sequence[Run],
+        incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         """Insert new runs (forks), all or nothing; Locked if their session is locked.
 
@@ -37,7 +47,9 @@ class RunStore(Protocol):
         them right after the insert (the next places of the session's event log; the run's
         `revision` bumped, in the row and on the `Run`), so no run is ever without them."""
 
-    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+    async def start_in_session(
+        self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
+    ) -> Run:
         """Insert a new run at the head of its session with its `incoming` messages (as
         `create_runs`), atomically: raise Locked if the session is locked, Conflict if a
         run of it is in flight (PENDING or RUNNING); otherwise the run follows the
@@ -61,6 +73,7 @@ class TranscriptStore(Protocol):
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
         `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
@@ -111,6 +124,8 @@ class SessionStore(Protocol):
         sessions: Sequence[Session],
         runs: Sequence[Run] = (),
         incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         """Insert sessions, and the runs they start with (each with its `incoming`
         messages, as `create_runs`), all or nothing; `Conflict` if an id is taken."""
@@ -195,20 +210,24 @@ class LeaseStore(Protocol):
 
 
 class IdempotencyKeyStore(Protocol):
-    """The first answer to a request sent with an Idempotency-Key, for its retries."""
+    """The first answer to a request sent with an Idempotency-Key, for its retries. A claim
+    is its owner's until `until`, renewed while its request is under way, and answered by
+    the write that makes the request's run (see `answering` above)."""
 
     async def claim_key(
-        self, scope: str, key: str, fingerprint: str
+        self, claim: KeyClaim, fingerprint: str, until: float
     ) -> tuple[str, str | None] | None:
-        """Claim an idempotency key for a request, atomically: None if this call claimed
-        it, else the claim that stands (its request's fingerprint and, once known, its
-        answer)."""
+        """Claim an idempotency key for a request, atomically, for `claim.owner` until
+        `until`: None if this call claimed it (the key was free, or its claim was never
+        answered and ran out before now: taken over, whatever request it was for), else the
+        claim that stands (its request's fingerprint and, once known, its answer)."""
 
-    async def answer_key(self, scope: str, key: str, answer: str) -> None:
-        """Record the answer to a claimed key's request."""
+    async def renew_key(self, claim: KeyClaim, until: float) -> None:
+        """Extend the claim to `until` if it is `claim.owner`'s and unanswered."""
 
-    async def release_key(self, scope: str, key: str) -> None:
-        """Give up a claim whose request failed, so a retry starts afresh."""
+    async def release_key(self, claim: KeyClaim) -> None:
+        """Give up a claim whose request failed, so a retry starts afresh; nothing if it is
+        answered (its run was made) or another owner's."""
 
 
 class SecretStore(Protocol):

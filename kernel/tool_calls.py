@@ -4,7 +4,7 @@ a failed run)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -17,8 +17,10 @@ REJECTED = "The user rejected this tool call."
 SKIPPED = "A person chose not to run this call again: it may have run before its process died."
 
 
-def check_ids(model: str, calls: Sequence[ToolCall]) -> None:
-    """Refuse a model's turn whose call ids cannot be kept (an id keys stored records)."""
+def check_ids(model: str, calls: Sequence[ToolCall], earlier: Collection[str]) -> None:
+    """Refuse a model's turn whose call ids cannot be kept: an id keys stored records (the
+    call's, a person's decision on it), and a vendor matches results to calls by id, so
+    each is unique in its run (`earlier`: the ids of the run's calls so far)."""
     if too_long := [c.id for c in calls if len(c.id) > MAX_TOOL_CALL_ID_LENGTH]:
         raise ValueError(
             f"model {model} named a tool call with an id of {len(too_long[0])} "
@@ -26,6 +28,14 @@ def check_ids(model: str, calls: Sequence[ToolCall]) -> None:
         )
     if any("\x00" in c.id for c in calls):
         raise ValueError(f"model {model} named a tool call whose id has a U+0000 (NUL)")
+    seen = set(earlier)
+    for call in calls:
+        if call.id in seen:
+            raise ValueError(
+                f"model {model} named a second tool call with the id {call.id!r} "
+                "(a call's id must be unique in its run)"
+            )
+        seen.add(call.id)
 
 
 def is_recorded(agent: Agent, call: ToolCall) -> bool:

@@ -35,6 +35,11 @@ def turns_and_batches(messages: Sequence[Message]) -> tuple[int, int]:
     return turns, batches - bool(unanswered_calls(messages))
 
 
+def call_ids(messages: Sequence[Message]) -> set[str]:
+    """The ids of the tool calls the transcript's assistant turns made."""
+    return {c.id for m in messages if m.role == "assistant" for c in m.tool_calls or ()}
+
+
 def safe_boundary(messages: Sequence[Message], k: int) -> int:
     """The largest boundary <= k that does not split a tool call from its result."""
     while k > 0:

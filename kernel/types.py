@@ -202,6 +202,27 @@ class Rollback(msgspec.Struct, frozen=True):
     lease: Lease
 
 
+class KeyClaim(msgspec.Struct, frozen=True):
+    """A request's claim on an Idempotency-Key (`key` in `scope`, a team's operation): its
+    `owner` holds it under a lease, renewed while the request is under way."""
+
+    scope: str
+    key: str
+    owner: str
+
+    def answered(self, answer: str) -> KeyAnswer:
+        return KeyAnswer(self, answer)
+
+
+class KeyAnswer(msgspec.Struct, frozen=True):
+    """What the write that makes a claimed request's run (or session) records on the key:
+    its id, `answer`, in the same transaction, so the key is answered if and only if the
+    write happened."""
+
+    claim: KeyClaim
+    answer: str
+
+
 class Session(msgspec.Struct, omit_defaults=True):
     session_id: str
     agent_id: str

@@ -10,6 +10,7 @@ import msgspec
 from runpoint.errors import Conflict
 from runpoint.plugins.memory.tables import SessionCheckpointRow, Tables, copy
 from runpoint.types import (
+    KeyAnswer,
     Message,
     Rollback,
     Run,
@@ -26,15 +27,18 @@ class Sessions(Tables):
         sessions: Sequence[Session],
         runs: Sequence[Run] = (),
         incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         ids = [s.session_id for s in sessions]
-        if len(set(ids)) < len(ids) or any(i in self._sessions for i in ids):
-            raise Conflict(f"session {', '.join(ids)} already exists")
-        self._refuse_taken_runs(runs)
-        for session in sessions:
-            self._sessions[session.session_id] = copy(session)
-            self._session_runs[session.session_id] = []
-        self._insert_runs(runs, incoming)
+        with self._answering(answering):
+            if len(set(ids)) < len(ids) or any(i in self._sessions for i in ids):
+                raise Conflict(f"session {', '.join(ids)} already exists")
+            self._refuse_taken_runs(runs)
+            for session in sessions:
+                self._sessions[session.session_id] = copy(session)
+                self._session_runs[session.session_id] = []
+            self._insert_runs(runs, incoming)
 
     async def get_session(self, session_id: str) -> Session | None:
         session = self._sessions.get(session_id)

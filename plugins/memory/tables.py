@@ -7,15 +7,18 @@ caller changing a `Run` it read or wrote does not change what is stored.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
-from runpoint.errors import Conflict, Locked
+from runpoint.errors import ClaimLost, Conflict, Locked
 from runpoint.types import (
     Checkpoint,
+    KeyAnswer,
+    KeyClaim,
     Message,
     Run,
     RunStatus,
@@ -37,6 +40,15 @@ def copy(struct: T) -> T:
     return copied
 
 
+class KeyRow(NamedTuple):
+    """An Idempotency-Key's claim: `owner`'s until `expires_at`, then its answer."""
+
+    fingerprint: str
+    owner: str
+    expires_at: float
+    answer: str | None = None
+
+
 class SessionCheckpointRow(msgspec.Struct):
     seq: int  # its position: creation order across the store
     checkpoint: SessionCheckpoint
@@ -56,7 +68,7 @@ class Tables:
         self._messages: dict[str, dict[int, Message]] = {}
         self._checkpoints: dict[str, dict[int, Checkpoint]] = {}
         self._tool_calls: dict[tuple[str, str], Message | None] = {}
-        self._keys: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self._keys: dict[tuple[str, str], KeyRow] = {}
         self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
         self._secrets: dict[str, bytes] = {}
         self._seq = itertools.count(1)
@@ -115,6 +127,24 @@ class Tables:
         )
         run.revision += 1
         run.cancel_requested = stored.cancel_requested
+
+    @contextlib.contextmanager
+    def _answering(self, answering: KeyAnswer | None) -> Iterator[None]:
+        """Answer a claimed key if the write in the block is made (ClaimLost first, and
+        nothing written, if the claim is not its owner's any more)."""
+        if answering is None:
+            yield
+            return
+        claim = answering.claim
+        if (row := self._held(claim)) is None:
+            raise ClaimLost(f"Idempotency-Key {claim.key!r} was taken over by a retry")
+        yield
+        self._keys[claim.scope, claim.key] = row._replace(answer=answering.answer)
+
+    def _held(self, claim: KeyClaim) -> KeyRow | None:
+        """The key's claim if it is `claim.owner`'s and unanswered."""
+        row = self._keys.get((claim.scope, claim.key))
+        return row if row is not None and row.owner == claim.owner and row.answer is None else None
 
     def _refuse_taken_runs(self, runs: Sequence[Run]) -> None:
         ids = [r.run_id for r in runs]

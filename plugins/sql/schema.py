@@ -119,6 +119,8 @@ tool_calls = Table(
 )
 
 # The first answer to a request sent with an Idempotency-Key, replayed to its retries.
+# Until it is answered, the claim is `owner`'s until `expires_at` (a lease, renewed while
+# the request is under way); a claim without one (made before 0010) has run out.
 idempotency_keys = Table(
     "idempotency_keys",
     metadata,
@@ -127,6 +129,8 @@ idempotency_keys = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("response", Document),
+    Column("owner", String(64)),
+    Column("expires_at", Float),
 )
 
 checkpoints = Table(

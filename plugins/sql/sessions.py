@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import run_row
 from runpoint.plugins.sql.runs import insert_runs
@@ -21,7 +22,7 @@ from runpoint.plugins.sql.schema import checkpoints, messages, session_checkpoin
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
 from runpoint.plugins.sql.schema import runs as runs_table
 from runpoint.plugins.sql.schema import sessions as sessions_table
-from runpoint.types import Message, Rollback, Run, Session
+from runpoint.types import KeyAnswer, Message, Rollback, Run, Session
 
 _decode_session = Decoder(Session)
 _COLUMNS = (sessions_table.c.data, sessions_table.c.event_seq, sessions_table.c.locked)
@@ -43,8 +44,11 @@ class SqlSessions:
         sessions: Sequence[Session],
         runs: Sequence[Run] = (),
         incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         async with self.db.write() as conn:
+            await record_answer(conn, answering)
             try:
                 await conn.execute(insert(sessions_table), [_session_row(s) for s in sessions])
             except IntegrityError:

@@ -13,9 +13,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.database import NO_END, Boundary, Database
 from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
 from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
-from runpoint.types import Checkpoint, Message, Role, Run, Segment
+from runpoint.types import Checkpoint, KeyAnswer, Message, Role, Run, Segment
 
 _decode_message = Decoder(Message)
 _decode_checkpoint = Decoder(Checkpoint)
@@ -66,8 +67,11 @@ class SqlTranscripts:
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
     ) -> None:
-        async with self.db.saving() as conn:
+        # a boundary that answers a key is a transaction with the answer
+        async with self.db.saving() if answering is None else self.db.write() as conn:
+            await record_answer(conn, answering)
             await write_boundary(self.db, conn, run, messages, checkpoint, intents)
 
     async def read_messages(

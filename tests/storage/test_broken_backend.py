@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from runpoint.conformance import run
 from runpoint.plugins.memory import MemoryStorage
-from runpoint.types import Checkpoint, Message, Run, Segment
+from runpoint.types import Checkpoint, KeyAnswer, Message, Run, Segment
 
 
 class CarelessStorage(MemoryStorage):
@@ -24,11 +24,12 @@ class CarelessStorage(MemoryStorage):
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
     ) -> None:
         stored = await self.get_run(run.run_id)
         if stored is not None:
             run.revision = stored.revision
-        await super().save(run, messages, checkpoint, intents=intents)
+        await super().save(run, messages, checkpoint, intents=intents, answering=answering)
         if checkpoint is not None:
             self.written.append(checkpoint.checkpoint_id)
 
