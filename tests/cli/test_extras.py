@@ -1,11 +1,15 @@
-"""What `pip install runpoint` serves, and what its extras add, through the real command:
-an installation without an extra is simulated by a `sitecustomize` that makes its
-packages impossible to import, as they are where the extra was not installed."""
+"""What `pip install runpoint` serves, and what its extras add, through the real command.
+
+An installation without an extra is simulated by a `sitecustomize` that makes the extra's
+packages impossible to import, as they are where it was not installed; it also records the
+modules a process loaded: a start pays for each package it imports, so a migration tool, a
+vendor's SDK, a database driver or a test tool is imported only by what needs it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -17,11 +21,20 @@ from .test_serve_logs import serving
 from .test_startup import ROOT, one_line_error, runpoint
 
 EXTRAS = {"openai": ["openai"], "anthropic": ["anthropic"], "postgres": ["asyncpg", "pgqueuer"]}
+# each costs a start a tenth of a second or more, or belongs to the tests
+NEEDED_ONLY_SOMETIMES = {
+    "alembic",  # only when a migration must run
+    "jwt",  # only with a JWT key
+    "schemathesis",  # never
+    "hypothesis",
+    "pytest",
+}
 UNREACHABLE = "postgresql://runpoint@127.0.0.1:1/runpoint"
-BLOCKER = """\
-import os, sys
+SITECUSTOMIZE = """\
+import atexit, os, sys, threading, time
 
 BLOCKED = set(os.environ["BLOCKED_PACKAGES"].split(","))
+RECORD = os.environ.get("RECORD_IMPORTS_TO")
 
 
 class NotInstalled:
@@ -31,28 +44,67 @@ class NotInstalled:
         return None
 
 
+def record():
+    with open(RECORD + ".part", "w") as out:
+        out.write("\\n".join(list(sys.modules)))
+    os.replace(RECORD + ".part", RECORD)
+
+
+def when_asked():  # a server ends by a signal, not through atexit
+    while not os.path.exists(RECORD + ".now"):
+        time.sleep(0.05)
+    record()
+
+
 sys.meta_path.insert(0, NotInstalled())
+if RECORD:
+    atexit.register(record)
+    threading.Thread(target=when_asked, daemon=True).start()
 """
 
 
-def without(tmp_path: Path, *packages: str) -> dict[str, str]:
-    """The environment of a runpoint installed without these packages."""
-    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
-    return {"PYTHONPATH": str(tmp_path), "BLOCKED_PACKAGES": ",".join(packages)}
+def without(tmp_path: Path, *packages: str, record: Path | None = None) -> dict[str, str]:
+    """The environment of a runpoint installed without these packages; its processes
+    write the modules they loaded to `record` when they exit (or when a file named like
+    it, with `.now`, appears)."""
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = {"PYTHONPATH": str(tmp_path), "BLOCKED_PACKAGES": ",".join(packages)}
+    return env | ({"RECORD_IMPORTS_TO": str(record)} if record else {})
 
 
-def test_without_any_extra_it_serves_on_sqlite_with_the_offline_model(tmp_path: Path) -> None:
-    env = without(tmp_path, *(p for packages in EXTRAS.values() for p in packages))
+def imported(record: Path) -> set[str]:
+    """The packages a process recorded having loaded that it should load only sometimes."""
+    return {m.partition(".")[0] for m in record.read_text().split()} & NEEDED_ONLY_SOMETIMES
+
+
+def test_without_any_extra_it_serves_on_sqlite_importing_only_what_it_uses(
+    tmp_path: Path,
+) -> None:
+    def env(record: str) -> dict[str, str]:
+        extras = (p for packages in EXTRAS.values() for p in packages)
+        return without(tmp_path, *extras, record=tmp_path / f"{record}.imports")
+
     db = str(tmp_path / "x.db")
-    with serving(tmp_path / "serve.log", "--db", db, **env) as client:
+    assert runpoint("db", "upgrade", "--db", db, **env("upgrade")).returncode == 0
+    assert imported(tmp_path / "upgrade.imports") == {"alembic"}  # a new database: migrated
+
+    with serving(tmp_path / "serve.log", "--db", db, **env("serve")) as client:
         run = client.post(
             "/agents/travel-agent/runs",
             data={"message": "Paris", "stream": "false", "session_id": "demo"},
         ).json()
         assert run["status"] == "COMPLETED"
+        (tmp_path / "serve.imports.now").touch()
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "serve.imports").exists():
+            assert time.monotonic() < deadline, "runpoint serve did not record its imports"
+            time.sleep(0.05)
     assert "Traceback" not in (tmp_path / "serve.log").read_text()
-    done = runpoint("session", "lock", "demo", "--db", db, **env)
+    assert imported(tmp_path / "serve.imports") == set()
+
+    done = runpoint("session", "lock", "demo", "--db", db, **env("lock"))
     assert (done.returncode, done.stdout.strip()) == (0, "session demo: locked")
+    assert imported(tmp_path / "lock.imports") == set()
 
 
 @pytest.mark.parametrize(

@@ -77,13 +77,16 @@ def fields(line: str) -> dict[str, str]:
     }
 
 
-def test_the_environment_chooses_the_agents_and_each_request_and_failed_run_is_a_line(
+def test_flags_override_the_environment_and_each_request_and_failed_run_is_a_line(
     tmp_path: Path,
 ) -> None:
-    log = tmp_path / "serve.log"
-    app = {"RUNPOINT_APP": "tests.cli.agents:keyless", "RUNPOINT_DB": str(tmp_path / "x.db")}
-    with serving(log, **app) as client:
-        assert [a["id"] for a in client.get("/agents").json()] == ["keyless"]
+    log, db = tmp_path / "serve.log", tmp_path / "x.db"
+    environment = {"RUNPOINT_APP": "nosuchmod:agents", "RUNPOINT_DB": str(db)}
+    refused = runpoint("serve", **environment)
+    assert "no module named 'nosuchmod'" in refused.stderr
+    with serving(log, "--app", "tests.cli.agents:keyless", **environment) as client:
+        assert db.exists()  # the environment's
+        assert [a["id"] for a in client.get("/agents").json()] == ["keyless"]  # the flag's
         run = client.post(
             "/agents/keyless/runs", data={"message": "hi", "stream": "false", "session_id": "s1"}
         ).json()
@@ -130,11 +133,3 @@ def test_json_logs_are_one_object_a_line_every_line(tmp_path: Path) -> None:
     assert_logged(
         answered([line for line in lines if line["logger"] == "runpoint.requests"]), responses
     )
-
-
-def test_a_flag_overrides_the_environment(tmp_path: Path) -> None:
-    environment = {"RUNPOINT_APP": "nosuchmod:agents", "RUNPOINT_DB": str(tmp_path / "x.db")}
-    refused = runpoint("serve", **environment)
-    assert "no module named 'nosuchmod'" in refused.stderr
-    with serving(tmp_path / "serve.log", "--app", "runpoint.plugins.demo:agents", **environment):
-        pass
