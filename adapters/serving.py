@@ -7,24 +7,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import ipaddress
 import logging
+import logging.config
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from runpoint.adapters import logs
+
 if TYPE_CHECKING:
     from litestar import Litestar
+    from litestar.types import ASGIApp
 
     from runpoint.adapters.auth import Auth
     from runpoint.agent import Agent
     from runpoint.services import Runpoint
+    from runpoint.storage import Storage
 
 log = logging.getLogger("runpoint.serve")
 
@@ -81,6 +87,13 @@ LISTEN = (
         "least severe log messages shown",
         "info",
         choices=("critical", "error", "warning", "info", "debug", "trace"),
+    ),
+    Option(
+        "--log-format",
+        "RUNPOINT_LOG_FORMAT",
+        "log lines as text, or as JSON objects (one a line) for machines",
+        "text",
+        choices=logs.FORMATS,
     ),
 )
 ACCESS = (
@@ -206,21 +219,12 @@ def app_for(rp: Runpoint) -> Litestar:
     )
 
 
-def app_from_env() -> Litestar:
-    """The app factory uvicorn calls in each worker process (with --workers over 1)."""
-    configure_logging(os.environ.get("RUNPOINT_LOG_LEVEL", "info"))
-    return app_for(runpoint_from_env())
+def app_from_env() -> ASGIApp:
+    """The app factory uvicorn calls in each worker process (with --workers over 1), which
+    has configured its logging already."""
+    from runpoint.adapters.request_log import RequestLog
 
-
-def configure_logging(level: str) -> None:
-    """runpoint's own log lines (not its libraries') on stderr beside uvicorn's."""
-    logger = logging.getLogger("runpoint")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)-9s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.propagate = False
-    logger.setLevel("DEBUG" if level == "trace" else level.upper())
+    return RequestLog(app_for(runpoint_from_env()))
 
 
 def is_loopback(host: str) -> bool:
@@ -232,21 +236,33 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_database(rp: Runpoint, db: str) -> None:
-    """Open the database once (applying migrations) and close it: an unreachable server
-    or an unwritable file fails here, not in each worker's start-up."""
-
-    async def open_and_close() -> None:
-        await rp.storage.open()
-        await rp.storage.close()
-
+@contextlib.asynccontextmanager
+async def opened(storage: Storage, db: str) -> AsyncIterator[Storage]:
+    """`storage` opened (its migrations applied) and closed after: a database that cannot
+    be opened (an unreachable server, an unwritable file) is a StartupError in one line,
+    whatever the driver raised."""
     try:
-        asyncio.run(open_and_close())
-    except Exception as exc:  # whatever the driver raises, said in one line
+        await storage.open()
+    except Exception as exc:
         reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         raise StartupError(
             f"--db {without_password(db)}: cannot open the database: {reason}"
         ) from exc
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
+def check_database(rp: Runpoint, db: str) -> None:
+    """Open the database once (applying migrations) and close it: a database that cannot
+    be opened fails here, not in each worker's start-up."""
+
+    async def open_and_close() -> None:
+        async with opened(rp.storage, db):
+            pass
+
+    asyncio.run(open_and_close())
 
 
 def warn_missing_keys(rp: Runpoint) -> None:
@@ -273,7 +289,8 @@ def serve(args: argparse.Namespace) -> None:
             os.environ[option.variable] = str(value)
     if args.otel:
         os.environ[OTEL_ENV] = "1"
-    configure_logging(args.log_level)
+    log_config = logs.config(args.log_level, args.log_format)
+    logging.config.dictConfig(log_config)
     try:
         open_ = auth_from_env().is_open
         if open_ and not is_loopback(args.host) and not args.allow_unauthenticated:
@@ -290,12 +307,16 @@ def serve(args: argparse.Namespace) -> None:
     warn_missing_keys(rp)
     import uvicorn
 
+    from runpoint.adapters.request_log import RequestLog
+
     uvicorn.run(
         # more than one worker: each process builds its own app from the environment
-        app if args.workers == 1 else "runpoint.adapters.serving:app_from_env",
+        RequestLog(app) if args.workers == 1 else "runpoint.adapters.serving:app_from_env",
         factory=args.workers > 1,
         host=args.host,
         port=args.port,
         workers=args.workers,
         log_level=args.log_level,
+        log_config=log_config,  # every line in one format, in each worker too
+        access_log=False,  # RequestLog's lines say more
     )

@@ -101,6 +101,7 @@ def build(
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id],
         openapi_config=None,  # the checked-in document is served instead
+        logging_config=None,  # logging is the application's to configure (runpoint serve's)
     )
 
 

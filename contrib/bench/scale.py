@@ -36,7 +36,7 @@ import asyncpg
 from databases import databases
 
 from runpoint.agent import Agent, tool
-from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.types import Checkpoint, Message, Run, Segment, Session, new_id
 

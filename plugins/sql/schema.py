@@ -23,7 +23,6 @@ from sqlalchemy import (
     Text,
     false,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -43,6 +42,9 @@ class Document(TypeDecorator[bytes | str]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "postgresql":
+            # here, not at the top: SQLite never pays for importing the PostgreSQL dialect
+            from sqlalchemy.dialects.postgresql import JSONB
+
             return dialect.type_descriptor(JSONB())
         return dialect.type_descriptor(LargeBinary())
 

@@ -6,12 +6,14 @@ import ast
 from typing import Any
 
 import msgspec
+from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, inspect, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.plugins.demo import agents
-from runpoint.plugins.sql import SqlStorage, migrate
+from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.schema import Document, metadata
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.types import (
     Checkpoint,
@@ -32,6 +34,29 @@ async def test_migrations_and_tables_agree(database: str) -> None:
     await storage.open()
     try:
         assert await migrate.differences(storage.engine) == []
+    finally:
+        await storage.close()
+
+
+def test_each_revision_is_its_file_number_and_the_head_the_highest() -> None:
+    """The head is read from the file names (alembic is imported only to migrate)."""
+    scripts = ScriptDirectory.from_config(migrate.config())
+    for script in scripts.walk_revisions():
+        assert script.path.rpartition("/")[2].startswith(f"{script.revision}_"), script.path
+    assert scripts.get_heads() == [migrate.HEAD]
+
+
+async def test_a_database_behind_the_head_is_upgraded_when_opened(
+    database: str,
+) -> None:
+    storage = SqlStorage(database)
+    try:
+        assert await migrate.current(storage.engine) == set()  # new: no revision at all
+        await migrate.upgrade(storage.engine, "0008")
+        assert await migrate.pending(storage.engine) == [migrate.HEAD]
+        await storage.open()
+        assert await migrate.current(storage.engine) == {migrate.HEAD}
+        assert await migrate.pending(storage.engine) == []
     finally:
         await storage.close()
 

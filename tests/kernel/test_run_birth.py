@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from runpoint.errors import Locked
 from runpoint.host import PluginHost
-from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.types import Message, Run, RunStatus, Segment, Session
 
 

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import msgspec
 import pytest
 
-from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.types import Run, RunStatus, Segment, Session, Usage
 
 # what the storage itself decides: how often a run was written, and whether it was
