@@ -142,7 +142,10 @@ def test_a_plugin_depending_on_runpoint_pulls_no_vendor_sdk_nor_database_driver(
     for extra, packages in EXTRAS.items():
         assert not core & set(packages), extra
         assert names(extras[extra]) == set(packages), extra
-    assert extras["all"] == [f"runpoint[{','.join(EXTRAS)}]"]
+    telemetry = {"opentelemetry-api", "opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http"}
+    assert names(extras["otel"]) == telemetry | {"prometheus-client"}
+    assert not core & names(extras["otel"])
+    assert extras["all"] == [f"runpoint[{','.join([*EXTRAS, 'otel'])}]"]
     assert "runpoint[all]" in extras["dev"]
 
 
