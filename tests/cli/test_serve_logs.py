@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.http.conftest import await_health, free_port
+from tests.serving import await_health, free_port
 
 from .test_startup import COMMAND, ROOT, runpoint
 
