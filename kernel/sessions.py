@@ -104,9 +104,14 @@ class Sessions:
 
     async def create(self, session: Session) -> Session:
         """A new session of the current principal's team with no run yet (the first run
-        that names it joins it); Conflict if its id is taken."""
+        that names it joins it); Conflict if its id is the team's already, and, like any
+        other team's session, Forbidden if it is another team's."""
         session = msgspec.structs.replace(session, team_id=tenancy.current().team)
-        await self.storage.create_sessions([session])
+        try:
+            await self.storage.create_sessions([session])
+        except Conflict:
+            await self.get(session.session_id)
+            raise
         return session
 
     async def rename(self, session_id: str, name: str | None) -> Session:
