@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from runpoint.agent import Agent
@@ -26,7 +26,7 @@ from runpoint.runqueue import Watched
 from runpoint.session_checkpoints import SessionCheckpoints
 from runpoint.sessions import Sessions
 from runpoint.storage import Migrated, Storage
-from runpoint.types import Checkpoint, Decision, Run, Session
+from runpoint.types import Checkpoint, Decision, Run, Session, new_id
 
 
 class Runpoint:
@@ -241,15 +241,42 @@ class Runpoint:
 
     # -- sessions ------------------------------------------------------------------
 
+    async def create_session(
+        self,
+        agent_id: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        session_name: str | None = None,
+    ) -> Session:
+        """A new session of `agent_id`, empty until a run names it; Conflict if
+        `session_id` is taken (a new id when None)."""
+        self.agent(agent_id)
+        session = Session(
+            session_id=session_id or new_id(),
+            agent_id=agent_id,
+            user_id=user_id,
+            session_name=session_name,
+        )
+        return await self.sessions.create(session)
+
     async def get_session(self, session_id: str) -> Session:
         return await self.sessions.get(session_id)
+
+    async def rename_session(self, session_id: str, session_name: str | None) -> Session:
+        """Give the session a name (None: take its name away)."""
+        return await self.sessions.rename(session_id, session_name)
 
     async def list_sessions(self, *, limit: int = 100, offset: int = 0) -> list[Session]:
         """The sessions of the current principal's team, newest first."""
         return await self.sessions.list_sessions(limit=limit, offset=offset)
 
     async def delete_session(self, session_id: str) -> None:
-        await self.sessions.delete(session_id)
+        await self.sessions.delete([session_id])
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> None:
+        """Delete these sessions with their runs, all or none (NotFound, Conflict)."""
+        await self.sessions.delete(list(dict.fromkeys(session_ids)))
 
     async def fork_session(
         self,

@@ -136,10 +136,14 @@ class SessionStore(Protocol):
     async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
         """A team's sessions, newest (`created_at`) first, ties by session_id."""
 
-    async def delete_session(self, session_id: str) -> bool:
-        """Delete a session with its runs, messages, checkpoints and session checkpoints;
-        False if unknown. Raises Conflict while a run of it is in flight or another
-        session forks it (their runs read its messages)."""
+    async def rename_session(self, session_id: str, name: str | None) -> bool:
+        """Set the session's `session_name` (None: no name); False if unknown."""
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
+        """Delete sessions with their runs, messages, checkpoints and session checkpoints,
+        all or nothing; False (nothing deleted) if one is unknown. Raises Conflict while a
+        run of one is in flight, or a session not among them forks one (its runs read
+        their messages)."""
 
     async def lock_session(
         self, session_id: str, reason: str, rollback: Rollback | None = None

@@ -228,6 +228,8 @@ class Session(msgspec.Struct, omit_defaults=True):
     agent_id: str
     team_id: str = DEFAULT_TEAM  # internal: never on the wire
     user_id: str | None = None
+    # the name a client gave it (created with one, or renamed); None: it has none
+    session_name: str | None = None
     forked_from_session_id: str | None = None
     created_at: float = msgspec.field(default_factory=now)
     updated_at: float = msgspec.field(default_factory=now)

@@ -27,7 +27,7 @@ from runpoint.agent import Agent
 from runpoint.host import PluginHost
 from runpoint.services import Runpoint
 
-from . import inputs
+from . import inputs, reference, sessions
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
 from .security import PUBLIC, Authenticate, FailureBudget
@@ -68,11 +68,15 @@ def build(
     (as often as they like without it; it budgets each address's failed authentications
     alike), with bodies of at most `max_body_bytes`. If `rp` traces (its host has a
     `Tracing`), each request is a span, the parent of the runs it starts."""
-    ops = operations(doc or document())
+    doc = doc or document()
+    auth = auth or Auth()
+    served = reference.served(doc, open_=auth.is_open)
+    handlers = HANDLERS | sessions.HANDLERS | {"get_openapi": reference.get_openapi(served)}
+    ops = operations(doc)
     ids = {op.operation_id for op in ops}
-    if missing := sorted(ids - HANDLERS.keys()):
+    if missing := sorted(ids - handlers.keys()):
         raise SpecError(f"operations without a handler: {', '.join(missing)}")
-    if extra := sorted(HANDLERS.keys() - ids):
+    if extra := sorted(handlers.keys() - ids):
         raise SpecError(f"handlers without an operation: {', '.join(extra)}")
     paths: dict[str, list[Operation]] = {}
     for op in ops:
@@ -89,18 +93,22 @@ def build(
     )
     tracing = rp.host.find(Tracing)
     return Litestar(
-        route_handlers=[*(_route(rp, path, path_ops) for path, path_ops in paths.items()), ui],
+        route_handlers=[
+            *(_route(rp, path, path_ops, handlers) for path, path_ops in paths.items()),
+            ui,
+            *reference.routes(served),
+        ],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
         middleware=[
             *([_request_spans(tracing)] if tracing else []),  # a refused request is one too
-            Authenticate(auth or Auth(), FailureBudget.of(rate_limit) if rate_limit else None),
+            Authenticate(auth, FailureBudget.of(rate_limit) if rate_limit else None),
             *([rate_limit.middleware] if rate_limit else []),
         ],
         request_max_body_size=max_body_bytes,
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id],
-        openapi_config=None,  # the checked-in document is served instead
+        openapi_config=None,  # the document the app is built from is served instead
         logging_config=None,  # logging is the application's to configure (runpoint serve's)
     )
 
@@ -140,12 +148,14 @@ def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
     return endpoint
 
 
-def _route(rp: Runpoint, path: str, ops: list[Operation]) -> HTTPRouteHandler:
+def _route(
+    rp: Runpoint, path: str, ops: list[Operation], handlers: dict[str, Handler]
+) -> HTTPRouteHandler:
     """One Litestar route per path, whatever its methods (Litestar answers OPTIONS with a
     stale Allow header when one path is registered in parts)."""
     if len({op.public for op in ops}) > 1:
         raise SpecError(f"{path}: some of its operations are public and some are not")
-    endpoints = {op.method: _endpoint(rp, op, HANDLERS[op.operation_id]) for op in ops}
+    endpoints = {op.method: _endpoint(rp, op, handlers[op.operation_id]) for op in ops}
 
     async def route(request: Request[Any, Any, Any]) -> Response[Any]:
         return await endpoints[request.method](request)

@@ -1,7 +1,9 @@
-"""One function per operationId of openapi.yaml; the app routes each operation to the
-function of that name. A handler's keyword arguments are the operation's validated inputs
-(path and query parameters and body fields, by name); it returns a wire struct, a list of
-them, a ready Response (a stream), or None for an empty body."""
+"""One function per operationId of openapi.yaml (AgentOS's session operations are in
+sessions.py, and `get_openapi`, which serves the document the app is built from, in
+reference.py); the app routes each operation to the function of that name. A handler's
+keyword arguments are the operation's validated inputs (path and query parameters and
+body fields, by name); it returns a wire struct, a list of them, a ready Response (a
+stream), or None for an empty body."""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ from .cursors import Cursors
 from .errors import HttpError
 from .inputs import integer
 from .session_wire import SessionWire
-from .spec import document_json
 
 Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
 Handler = Callable[..., Awaitable[Reply]]
@@ -66,11 +67,6 @@ async def ready(rp: Runpoint) -> Reply:
 
 
 @operation
-async def get_openapi(rp: Runpoint) -> Reply:
-    return Response(document_json(), media_type="application/json")
-
-
-@operation
 async def get_metrics(rp: Runpoint) -> Reply:
     if (metrics := rp.host.find(Metrics)) is None:
         raise HttpError(
@@ -83,7 +79,8 @@ async def get_metrics(rp: Runpoint) -> Reply:
     return Response(body, headers={"Content-Type": media_type})
 
 
-def _agent_name(rp: Runpoint, agent_id: str) -> str | None:
+def agent_name(rp: Runpoint, agent_id: str) -> str | None:
+    """The agent's display name, if this server has the agent."""
     agent = rp.agents.get(agent_id)
     return agent.name if agent else None
 
@@ -131,7 +128,7 @@ async def create_agent_run(
 @operation
 async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
     detail = await rp.get_run(run_id, session_id=session_id, agent_id=agent_id)
-    return wire.run_detail(detail, _agent_name(rp, agent_id))
+    return wire.run_detail(detail, agent_name(rp, agent_id))
 
 
 @operation
@@ -139,7 +136,7 @@ async def cancel_agent_run(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str | None
 ) -> Reply:
     run = await rp.cancel(run_id, session_id=session_id, agent_id=agent_id)
-    return wire.run(run, agent_name=_agent_name(rp, agent_id))
+    return wire.run(run, agent_name=agent_name(rp, agent_id))
 
 
 @operation
@@ -154,7 +151,7 @@ async def get_agent_run_checkpoint_snapshot(
     rp: Runpoint, *, agent_id: str, run_id: str, message_index: int, session_id: str
 ) -> Reply:
     snapshot = await rp.snapshot(run_id, message_index, session_id=session_id, agent_id=agent_id)
-    return wire.snapshot(snapshot, _agent_name(rp, agent_id))
+    return wire.snapshot(snapshot, agent_name(rp, agent_id))
 
 
 @operation
@@ -202,38 +199,6 @@ async def fork_agent_session(
     return wire.ForkedSession(forked.session_id, session_id)
 
 
-@operation
-async def list_sessions(rp: Runpoint, *, limit: int, page: int) -> Reply:
-    sessions = await rp.list_sessions(limit=limit, offset=(page - 1) * limit)
-    return wire.SessionPage([wire.session(s) for s in sessions], wire.PageMeta(page, limit))
-
-
-@operation
-async def get_session(rp: Runpoint, *, session_id: str) -> Reply:
-    session = await rp.get_session(session_id)
-    runs = await rp.list_runs(session_id)
-    # AgentOS's default name: the session's first input
-    return wire.session(session, runs[0].input if runs else None)
-
-
-@operation
-async def delete_session(rp: Runpoint, *, session_id: str) -> Reply:
-    await rp.delete_session(session_id)
-    return None
-
-
-@operation
-async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
-    details = await rp.list_run_details(session_id)
-    return [wire.run_detail(d, _agent_name(rp, d.run.agent_id)) for d in details]
-
-
-@operation
-async def get_session_run(rp: Runpoint, *, session_id: str, run_id: str) -> Reply:
-    detail = await rp.get_run(run_id, session_id=session_id)
-    return wire.run_detail(detail, _agent_name(rp, detail.run.agent_id))
-
-
 async def _started(
     rp: Runpoint, handle: RunHandle, stream: bool, background: bool, events: sse.Events
 ) -> Reply:
@@ -246,7 +211,7 @@ async def _started(
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)
         return Response(wire.encode(accepted), status_code=202, media_type="application/json")
     run = await handle.result()
-    return wire.run_detail(await rp.get_run(run.run_id), _agent_name(rp, run.agent_id))
+    return wire.run_detail(await rp.get_run(run.run_id), agent_name(rp, run.agent_id))
 
 
 def _continue_from(value: str | int) -> ContinueFrom:

@@ -7,7 +7,6 @@ fails at start-up rather than validating loosely.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -20,8 +19,13 @@ METHODS = ("get", "put", "post", "delete", "patch")
 JSON = "application/json"
 URLENCODED = "application/x-www-form-urlencoded"
 FORMS = (URLENCODED, "multipart/form-data")
+# A request body's extension: more media types accepted with its one schema, kept out of
+# its `content` (the run dialect's forms, for AgentOS's clients): a generator that meets
+# several media types of one schema makes a client that sends them all at once.
+ALSO_ACCEPTS = "x-also-accepts"
 _TEXT_CONSTRAINTS = {"pattern": "pattern", "minLength": "min_length", "maxLength": "max_length"}
 _NUMBER_CONSTRAINTS = {"minimum": "ge", "maximum": "le"}
+_ARRAY_CONSTRAINTS = {"minItems": "min_length", "maxItems": "max_length"}
 _KNOWN_KEYS = {"type", "anyOf", "const", "enum", "items", "properties", "required", "default"}
 _NOTES = {"description", "title", "example", "examples"}
 
@@ -64,11 +68,6 @@ def document() -> dict[str, Any]:
     return loaded
 
 
-@cache
-def document_json() -> bytes:
-    return json.dumps(document()).encode()
-
-
 def operations(doc: dict[str, Any]) -> list[Operation]:
     resolver = _Resolver(doc)
     found = []
@@ -102,8 +101,10 @@ class _Resolver:
         names = {wire: wire.lower().replace("-", "_") for wire, *_ in inputs}
         body_types: tuple[str, ...] = ()
         if body := op.get("requestBody"):
-            content = self.deref(body)["content"]
-            body_types = tuple(content)
+            body = self.deref(body)
+            content = body["content"]
+            # the media types the document lists, then those it only mentions
+            body_types = (*content, *body.get(ALSO_ACCEPTS, ()))
             schema = self.deref(next(iter(content.values()))["schema"])
             required = set(schema.get("required", ()))
             inputs += [(k, "body", k in required, s) for k, s in schema["properties"].items()]
@@ -139,7 +140,7 @@ class _Resolver:
     def type(self, schema: dict[str, Any], where: str) -> Any:
         schema = self.deref(schema)
         unknown = set(schema) - _KNOWN_KEYS - _NOTES - set(_TEXT_CONSTRAINTS)
-        unknown -= set(_NUMBER_CONSTRAINTS)
+        unknown -= set(_NUMBER_CONSTRAINTS) | set(_ARRAY_CONSTRAINTS)
         if unknown:
             raise SpecError(f"{where}: unsupported schema keywords {sorted(unknown)}")
         if "anyOf" in schema:
@@ -161,7 +162,8 @@ class _Resolver:
         if kind == "null":
             return None
         if kind == "array":
-            return list[self.type(schema["items"], where)]  # type: ignore[misc]
+            item = self.type(schema["items"], where)
+            return _constrained(list[item], schema, _ARRAY_CONSTRAINTS)  # type: ignore[valid-type]
         if kind == "object" and "properties" in schema:
             required = set(schema.get("required", ()))
             props = schema["properties"].items()
@@ -175,6 +177,6 @@ class _Resolver:
         raise SpecError(f"{where}: unsupported type {kind!r}")
 
 
-def _constrained(kind: type, schema: dict[str, Any], names: dict[str, str]) -> Any:
+def _constrained(kind: Any, schema: dict[str, Any], names: dict[str, str]) -> Any:
     meta = {names[k]: v for k, v in schema.items() if k in names}
     return Annotated[kind, msgspec.Meta(**meta)] if meta else kind

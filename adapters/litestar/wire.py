@@ -140,6 +140,16 @@ class SessionOut(msgspec.Struct):
     session_state: None = None
 
 
+class RunPreviewOut(msgspec.Struct):
+    run_id: str
+    agent_id: str
+    user_id: str | None
+    status: str
+    run_input: str | None
+    content_preview: str | None
+    created_at: int
+
+
 class PageMeta(msgspec.Struct):
     page: int
     limit: int
@@ -302,16 +312,32 @@ def snapshot(s: Snapshot, agent_name: str | None = None) -> SnapshotOut:
     )
 
 
-def session(s: Session, name: str | None = None) -> SessionOut:
+def session(s: Session, default_name: str | None = None) -> SessionOut:
+    """The session, named by its own name, else `default_name`."""
     return SessionOut(
         session_id=s.session_id,
         agent_session_id=s.session_id,
-        session_name=name,
+        session_name=s.session_name if s.session_name is not None else default_name,
         agent_id=s.agent_id,
         user_id=s.user_id,
         forked_from_session_id=s.forked_from_session_id,
         created_at=int(s.created_at),
         updated_at=int(s.updated_at),
+    )
+
+
+PREVIEW_CHARACTERS = 280  # AgentOS's
+
+
+def run_preview(r: Run) -> RunPreviewOut:
+    return RunPreviewOut(
+        run_id=r.run_id,
+        agent_id=r.agent_id,
+        user_id=r.user_id,
+        status=r.status.value,
+        run_input=r.input[:PREVIEW_CHARACTERS] if r.input is not None else None,
+        content_preview=r.content[:PREVIEW_CHARACTERS] if r.content is not None else None,
+        created_at=int(r.created_at),
     )
 
 

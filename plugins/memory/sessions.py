@@ -49,30 +49,42 @@ class Sessions(Tables):
         team.sort(key=lambda s: (-s.created_at, s.session_id))
         return [copy(s) for s in team[offset : offset + limit]]
 
-    async def delete_session(self, session_id: str) -> bool:
-        forks = [
-            s.session_id for s in self._sessions.values() if s.forked_from_session_id == session_id
-        ]
-        if forks:
-            # their runs read this session's messages (copy-on-write)
-            raise Conflict(
-                f"session {session_id} has forks that share its history: "
-                f"{', '.join(forks)}; delete them first"
-            )
-        if session_id not in self._sessions:
+    async def rename_session(self, session_id: str, name: str | None) -> bool:
+        session = self._sessions.get(session_id)
+        if session is None:
             return False
-        self._refuse_in_flight(session_id)
-        for run_id in self._session_runs.pop(session_id):
-            del self._runs[run_id]
-            self._messages.pop(run_id, None)
-            self._checkpoints.pop(run_id, None)
+        session.session_name = name
+        return True
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
+        doomed = set(session_ids)
+        if not doomed <= self._sessions.keys():
+            return False
+        for session_id in doomed:
+            forks = [
+                s.session_id
+                for s in self._sessions.values()
+                if s.forked_from_session_id == session_id and s.session_id not in doomed
+            ]
+            if forks:
+                # their runs read this session's messages (copy-on-write)
+                raise Conflict(
+                    f"session {session_id} has forks that share its history: "
+                    f"{', '.join(forks)}; delete them first"
+                )
+            self._refuse_in_flight(session_id)
+        for session_id in doomed:
+            for run_id in self._session_runs.pop(session_id):
+                del self._runs[run_id]
+                self._messages.pop(run_id, None)
+                self._checkpoints.pop(run_id, None)
+            del self._sessions[session_id]
         self._tool_calls = {k: v for k, v in self._tool_calls.items() if k[0] in self._runs}
         self._session_checkpoints = {
             i: row
             for i, row in self._session_checkpoints.items()
-            if row.checkpoint.session_id != session_id
+            if row.checkpoint.session_id not in doomed
         }
-        del self._sessions[session_id]
         return True
 
     async def lock_session(

@@ -65,6 +65,8 @@ sessions = Table(
     Column("forked_from_session_id", Text, index=True),
     Column("created_at", Float, nullable=False, index=True),
     Column("data", Document, nullable=False),
+    # the name a client gave it: its own column, so a rename rewrites no document
+    Column("session_name", Text),
     # the session's event log cursor: the seq of its latest event (messages, boundaries)
     Column("event_seq", BigInteger, nullable=False, server_default="0"),
     # why it refuses work for now ("rollback", "maintenance"), or NULL

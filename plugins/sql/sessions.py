@@ -25,7 +25,12 @@ from runpoint.plugins.sql.schema import sessions as sessions_table
 from runpoint.types import KeyAnswer, Message, Rollback, Run, Session
 
 _decode_session = Decoder(Session)
-_COLUMNS = (sessions_table.c.data, sessions_table.c.event_seq, sessions_table.c.locked)
+_COLUMNS = (
+    sessions_table.c.data,
+    sessions_table.c.event_seq,
+    sessions_table.c.locked,
+    sessions_table.c.session_name,
+)
 _GET_SESSION = select(*_COLUMNS).where(sessions_table.c.session_id == bindparam("id"))
 _TEAM_SESSIONS = (
     select(*_COLUMNS)
@@ -54,6 +59,9 @@ class SqlSessions:
             except IntegrityError:
                 taken = ", ".join(s.session_id for s in sessions)
                 raise Conflict(f"session {taken} already exists") from None
+            for session in sessions:
+                if session.session_name is not None:
+                    await _rename(conn, session.session_id, session.session_name)
             if runs:
                 await insert_runs(self.db, conn, runs, incoming)
 
@@ -65,32 +73,40 @@ class SqlSessions:
         values = {"team": team_id, "limit": limit, "offset": offset}
         return _decode_sessions(await self.db.read(_TEAM_SESSIONS, values))
 
-    async def delete_session(self, session_id: str) -> bool:
+    async def rename_session(self, session_id: str, name: str | None) -> bool:
         async with self.db.write() as conn:
-            forks = await conn.scalars(
-                select(sessions_table.c.session_id).where(
-                    sessions_table.c.forked_from_session_id == session_id
+            return await _rename(conn, session_id, name)
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
+        doomed = sorted(set(session_ids))  # one order for every writer: no deadlock
+        async with self.db.write() as conn:
+            forks = await conn.execute(
+                select(sessions_table.c.forked_from_session_id, sessions_table.c.session_id).where(
+                    sessions_table.c.forked_from_session_id.in_(doomed),
+                    sessions_table.c.session_id.not_in(doomed),
                 )
             )
-            if fork_ids := forks.all():
+            if fork := forks.first():
                 # their runs read this session's messages (copy-on-write)
                 raise Conflict(
-                    f"session {session_id} has forks that share its history: "
-                    f"{', '.join(fork_ids)}; delete them first"
+                    f"session {fork.forked_from_session_id} has forks that share its "
+                    f"history: {fork.session_id}; delete them first"
                 )
-            await lock_session(self.db, conn, session_id)
-            await refuse_in_flight(conn, session_id)
-            run_ids = select(runs_table.c.run_id).where(runs_table.c.session_id == session_id)
+            for session_id in doomed:
+                if not await lock_session(self.db, conn, session_id):
+                    return False
+                await refuse_in_flight(conn, session_id)
+            run_ids = select(runs_table.c.run_id).where(runs_table.c.session_id.in_(doomed))
             await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
             await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
             await conn.execute(
-                delete(session_checkpoints).where(session_checkpoints.c.session_id == session_id)
+                delete(session_checkpoints).where(session_checkpoints.c.session_id.in_(doomed))
             )
-            await conn.execute(delete(runs_table).where(runs_table.c.session_id == session_id))
-            deleted = await conn.execute(
-                delete(sessions_table).where(sessions_table.c.session_id == session_id)
+            await conn.execute(delete(runs_table).where(runs_table.c.session_id.in_(doomed)))
+            await conn.execute(
+                delete(sessions_table).where(sessions_table.c.session_id.in_(doomed))
             )
-            return bool(deleted.rowcount)
+            return True
 
     async def lock_session(
         self, session_id: str, reason: str, rollback: Rollback | None = None
@@ -169,9 +185,19 @@ async def _set_lock(
     )
 
 
+async def _rename(conn: AsyncConnection, session_id: str, name: str | None) -> bool:
+    renamed = await conn.execute(
+        update(sessions_table)
+        .where(sessions_table.c.session_id == session_id)
+        .values(session_name=name)
+    )
+    return bool(renamed.rowcount)
+
+
 def _session_row(session: Session) -> dict[str, Any]:
-    # the cursor and the lock live in their columns only: no stale copy in the document
-    stored = msgspec.structs.replace(session, event_seq=0, locked=None)
+    # the cursor, the lock and the name live in their columns only: no stale copy in the
+    # document (the name is written apart, as a rename: most sessions have none)
+    stored = msgspec.structs.replace(session, event_seq=0, locked=None, session_name=None)
     return {
         "session_id": session.session_id,
         "agent_id": session.agent_id,
@@ -185,6 +211,8 @@ def _session_row(session: Session) -> dict[str, Any]:
 
 def _decode_sessions(rows: Sequence[Sequence[Any]]) -> list[Session]:
     return [
-        msgspec.structs.replace(_decode_session(data), event_seq=seq, locked=locked)
-        for data, seq, locked in rows
+        msgspec.structs.replace(
+            _decode_session(data), event_seq=seq, locked=locked, session_name=name
+        )
+        for data, seq, locked, name in rows
     ]

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from tests.http.conftest import await_health, free_port
+from tests.serving import await_health, free_port
 
 from .test_startup import COMMAND, ROOT, runpoint
 

@@ -28,7 +28,7 @@ import pytest
 
 from tests import postgres
 from tests.faults.app import booked
-from tests.http.conftest import await_health, free_port
+from tests.serving import await_health, free_port
 
 SEED = 20261129
 RUNS = 6
