@@ -72,16 +72,15 @@ async def test_the_body_sent_as_written_is_the_one_the_typed_call_sends(api: Api
 async def test_the_anthropic_sdk_sends_the_body_without_copying_it(
     apis: dict[str, Api], watched: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import anthropic._base_client as sdk
+    from anthropic._utils._prepare import async_prepare_request_data as prepare
 
     copied: list[object] = []  # what the SDK walked and copied, request by request
-    prepare = sdk.async_prepare_request_data
 
     async def recorded(data: object, **options: Any) -> Any:
         copied.append(data)
         return await prepare(data, **options)
 
-    monkeypatch.setattr(sdk, "async_prepare_request_data", recorded)
+    monkeypatch.setattr("anthropic._base_client.async_prepare_request_data", recorded)
     api = apis["anthropic"]
     request = ModelRequest(None, HISTORY, [tool(get_population).schema], watched=watched)
     api.server.play(Turn("Voilà."))
