@@ -25,7 +25,7 @@ from runpoint.runqueue import Watched
 from runpoint.session_checkpoints import SessionCheckpoints
 from runpoint.sessions import Sessions
 from runpoint.storage import Migrated, Storage
-from runpoint.types import Checkpoint, Decision, Run, Session
+from runpoint.types import Checkpoint, Decision, Message, Run, Session
 
 
 class Runpoint:
@@ -79,6 +79,9 @@ class Runpoint:
         )
         self.queries = Queries(agents, storage, self.sessions)
         self.agents = self.queries.agents
+        # get_run, snapshot and list_run_details with views for messages: for adapters
+        # that encode what they read (see MessageView)
+        self.views = self.queries.views
         self.executor = Executor(storage, self.host, self.leases, self.queries, queue)
         self.commands = Commands(
             storage,
@@ -161,14 +164,14 @@ class Runpoint:
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
-    ) -> RunDetail:
-        return await self.queries.get_run(run_id, session_id=session_id, agent_id=agent_id)
+    ) -> RunDetail[Message]:
+        return await self.queries.messages.get_run(run_id, session_id=session_id, agent_id=agent_id)
 
     async def list_runs(self, session_id: str) -> list[Run]:
         return await self.queries.list_runs(session_id)
 
-    async def list_run_details(self, session_id: str) -> list[RunDetail]:
-        return await self.queries.list_run_details(session_id)
+    async def list_run_details(self, session_id: str) -> list[RunDetail[Message]]:
+        return await self.queries.messages.list_run_details(session_id)
 
     async def timeline(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
@@ -182,8 +185,8 @@ class Runpoint:
         *,
         session_id: str | None = None,
         agent_id: str | None = None,
-    ) -> Snapshot:
-        return await self.queries.snapshot(
+    ) -> Snapshot[Message]:
+        return await self.queries.messages.snapshot(
             run_id, message_index, session_id=session_id, agent_id=agent_id
         )
 

@@ -116,7 +116,7 @@ async def create_agent_run(
 
 @operation
 async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
-    detail = await rp.get_run(run_id, session_id=session_id, agent_id=agent_id)
+    detail = await rp.views.get_run(run_id, session_id=session_id, agent_id=agent_id)
     return wire.run_detail(detail, _agent_name(rp, agent_id))
 
 
@@ -139,7 +139,9 @@ async def get_agent_run_checkpoints(
 async def get_agent_run_checkpoint_snapshot(
     rp: Runpoint, *, agent_id: str, run_id: str, message_index: int, session_id: str
 ) -> Reply:
-    snapshot = await rp.snapshot(run_id, message_index, session_id=session_id, agent_id=agent_id)
+    snapshot = await rp.views.snapshot(
+        run_id, message_index, session_id=session_id, agent_id=agent_id
+    )
     return wire.snapshot(snapshot, _agent_name(rp, agent_id))
 
 
@@ -210,13 +212,13 @@ async def delete_session(rp: Runpoint, *, session_id: str) -> Reply:
 
 @operation
 async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
-    details = await rp.list_run_details(session_id)
+    details = await rp.views.list_run_details(session_id)
     return [wire.run_detail(d, _agent_name(rp, d.run.agent_id)) for d in details]
 
 
 @operation
 async def get_session_run(rp: Runpoint, *, session_id: str, run_id: str) -> Reply:
-    detail = await rp.get_run(run_id, session_id=session_id)
+    detail = await rp.views.get_run(run_id, session_id=session_id)
     return wire.run_detail(detail, _agent_name(rp, detail.run.agent_id))
 
 
@@ -232,7 +234,7 @@ async def _started(
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)
         return Response(wire.encode(accepted), status_code=202, media_type="application/json")
     run = await handle.result()
-    return wire.run_detail(await rp.get_run(run.run_id), _agent_name(rp, run.agent_id))
+    return wire.run_detail(await rp.views.get_run(run.run_id), _agent_name(rp, run.agent_id))
 
 
 def _continue_from(value: str | int) -> ContinueFrom:
