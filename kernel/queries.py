@@ -89,7 +89,11 @@ class Queries:
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> tuple[Run, list[Checkpoint]]:
         run = await self.run(run_id, session_id=session_id, agent_id=agent_id)
-        return run, await self.storage.list_checkpoints(run.segments)
+        return run, await self.checkpoints(run)
+
+    async def checkpoints(self, run: Run) -> list[Checkpoint]:
+        """The run's checkpoints, inherited ones included, by message index."""
+        return await self.storage.list_checkpoints(run.segments)
 
 
 class Transcripts(Generic[M]):

@@ -178,6 +178,17 @@ class Runpoint:
     ) -> tuple[Run, list[Checkpoint]]:
         return await self.queries.timeline(run_id, session_id=session_id, agent_id=agent_id)
 
+    async def find_run(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> Run:
+        """The run alone, refused as every read refuses it (another team's, or not under
+        the session or agent named): `timeline` in two steps, for an adapter that may
+        already have what the second would read."""
+        return await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+
+    async def checkpoints(self, run: Run) -> list[Checkpoint]:
+        return await self.queries.checkpoints(run)
+
     async def snapshot(
         self,
         run_id: str,

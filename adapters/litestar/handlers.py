@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
+from weakref import WeakKeyDictionary
 
 import msgspec
 from litestar import Response
@@ -22,6 +23,7 @@ from .errors import HttpError
 from .inputs import integer
 from .session_wire import SessionWire
 from .spec import document_json
+from .timelines import Timelines
 
 Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
 Handler = Callable[..., Awaitable[Reply]]
@@ -128,11 +130,21 @@ async def cancel_agent_run(
     return wire.run(run, agent_name=_agent_name(rp, agent_id))
 
 
+# each app's, by its Runpoint (two apps in a process may serve two databases)
+_TIMELINES: WeakKeyDictionary[Runpoint, Timelines] = WeakKeyDictionary()
+
+
 @operation
 async def get_agent_run_checkpoints(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str
 ) -> Reply:
-    return wire.timeline(*await rp.timeline(run_id, session_id=session_id, agent_id=agent_id))
+    if (timelines := _TIMELINES.get(rp)) is None:
+        timelines = _TIMELINES[rp] = Timelines()
+    run = await rp.find_run(run_id, session_id=session_id, agent_id=agent_id)
+    if (body := timelines.get(run)) is None:
+        body = wire.encode(wire.timeline(run, await rp.checkpoints(run)))
+        timelines.keep(run, body)
+    return Response(body, media_type="application/json")
 
 
 @operation

@@ -1,5 +1,5 @@
 """The hot reads: get-run, a snapshot and a session's runs say what the run's messages say
-(read as views, encoded as stored)."""
+(read as views, encoded as stored), and a run's timeline is made once per revision."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from runpoint.adapters.litestar import build
 from runpoint.plugins.demo import agents
 from runpoint.services import Runpoint
-from runpoint.types import Message
+from runpoint.types import Message, Segment
 
 
 @pytest.fixture
@@ -77,3 +77,58 @@ async def test_a_run_reads_as_its_messages_say(rp: Runpoint, client: httpx.Async
     assert [heard(m) for m in listed["messages"]] == said and listed["tools"] == tools
     assert [heard(m) for m in cut["snapshot"]["messages"]] == said[:3]
     assert cut["snapshot"]["tools"] == [t for t in tools if t["message_index"] < 3]
+
+
+class Counted:
+    """Counts the storage's reads of checkpoints."""
+
+    def __init__(self, rp: Runpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads = 0
+        read = rp.storage.list_checkpoints
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.reads += 1
+            return await read(*args, **kwargs)
+
+        monkeypatch.setattr(rp.storage, "list_checkpoints", counted)
+
+
+async def test_a_timeline_is_made_once_per_revision_of_its_run(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = await client.post(
+        "/agents/booking-agent/runs", json={"message": "Lima", "stream": False}
+    )
+    run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
+    [call] = answer.json()["tools"]
+    path = f"/agents/booking-agent/runs/{run_id}/checkpoints"
+    counted = Counted(rp, monkeypatch)
+
+    first = await client.get(path, params={"session_id": session_id})
+    again = await client.get(path, params={"session_id": session_id})
+    assert again.content == first.content and counted.reads == 1
+
+    decided = {call["tool_call_id"]: True}
+    await (await rp.continue_run(run_id, tools=decided)).result()  # the same run, moved on
+    moved = await client.get(path, params={"session_id": session_id})
+    assert counted.reads == 2
+    assert len(moved.json()["checkpoints"]) > len(first.json()["checkpoints"])
+    assert moved.json()["checkpoints"][-1]["status"] == "COMPLETED"
+    other = await client.get(path, params={"session_id": "another"})
+    assert other.status_code == 404  # read from what is kept, refused all the same
+
+
+async def test_a_forks_timeline_is_made_on_every_request(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = await (await rp.create_run("travel-agent", "Paris and Tokyo?")).result()
+    fork = await (await rp.continue_run(source.run_id, continue_from=3, input="Lyon?")).result()
+    assert fork.segments[0] == Segment(source.run_id, 0, 3)
+    path = f"/agents/travel-agent/runs/{fork.run_id}/checkpoints"
+    counted = Counted(rp, monkeypatch)
+
+    first = await client.get(path, params={"session_id": fork.session_id})
+    again = await client.get(path, params={"session_id": fork.session_id})
+
+    assert again.content == first.content and counted.reads == 2
+    assert first.json()["checkpoints"][0]["run_id"] == source.run_id  # its source's, inherited
