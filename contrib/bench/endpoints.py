@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from runpoint.agent import Agent
+from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.services import Runpoint
@@ -39,6 +39,7 @@ AGENT_ID = "travel-agent"  # an agent the default `runpoint serve` knows
 SMALL, LARGE = [1, 1, 1, 1], [2499, 2499, 2498, 2498]
 
 
+@tool(effect="read")  # a side effect would add a durable record per call, 2,499 at once
 async def lookup(city: str) -> str:
     return "ok"
 
