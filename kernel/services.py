@@ -26,7 +26,7 @@ from runpoint.runqueue import Watched
 from runpoint.session_checkpoints import SessionCheckpoints
 from runpoint.sessions import Sessions
 from runpoint.storage import Migrated, Storage
-from runpoint.types import Checkpoint, Decision, Run, Session, new_id
+from runpoint.types import Checkpoint, Decision, Message, Run, Session, new_id
 
 
 class Runpoint:
@@ -80,6 +80,9 @@ class Runpoint:
         )
         self.queries = Queries(agents, storage, self.sessions)
         self.agents = self.queries.agents
+        # get_run, snapshot and list_run_details with views for messages: for adapters
+        # that encode what they read (see MessageView)
+        self.views = self.queries.views
         self.executor = Executor(storage, self.host, self.leases, self.queries, queue)
         self.commands = Commands(
             storage,
@@ -170,19 +173,30 @@ class Runpoint:
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
-    ) -> RunDetail:
-        return await self.queries.get_run(run_id, session_id=session_id, agent_id=agent_id)
+    ) -> RunDetail[Message]:
+        return await self.queries.messages.get_run(run_id, session_id=session_id, agent_id=agent_id)
 
     async def list_runs(self, session_id: str) -> list[Run]:
         return await self.queries.list_runs(session_id)
 
-    async def list_run_details(self, session_id: str) -> list[RunDetail]:
-        return await self.queries.list_run_details(session_id)
+    async def list_run_details(self, session_id: str) -> list[RunDetail[Message]]:
+        return await self.queries.messages.list_run_details(session_id)
 
     async def timeline(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> tuple[Run, list[Checkpoint]]:
         return await self.queries.timeline(run_id, session_id=session_id, agent_id=agent_id)
+
+    async def find_run(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> Run:
+        """The run alone, refused as every read refuses it (another team's, or not under
+        the session or agent named): `timeline` in two steps, for an adapter that may
+        already have what the second would read."""
+        return await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+
+    async def checkpoints(self, run: Run) -> list[Checkpoint]:
+        return await self.queries.checkpoints(run)
 
     async def snapshot(
         self,
@@ -191,8 +205,8 @@ class Runpoint:
         *,
         session_id: str | None = None,
         agent_id: str | None = None,
-    ) -> Snapshot:
-        return await self.queries.snapshot(
+    ) -> Snapshot[Message]:
+        return await self.queries.messages.snapshot(
             run_id, message_index, session_id=session_id, agent_id=agent_id
         )
 

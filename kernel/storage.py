@@ -20,6 +20,7 @@ from runpoint.types import (
     KeyAnswer,
     KeyClaim,
     Message,
+    MessageView,
     Role,
     Rollback,
     Run,
@@ -92,6 +93,11 @@ class TranscriptStore(Protocol):
     ) -> list[Message]:
         """Messages `start` to `upto` (excluded) of the transcript laid out by `segments`,
         in index order; only those stored (an `upto` past the end is no error)."""
+
+    async def read_views(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[MessageView]:
+        """The same messages as `read_messages`, as views (read to be shown, not run)."""
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         """The index of the last message of `role` before `before`, if any; this reads

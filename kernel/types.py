@@ -6,7 +6,7 @@ import enum
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -52,7 +52,7 @@ class RunStatus(enum.StrEnum):
 IN_FLIGHT = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # someone executes it, or will
 
 
-class Usage(msgspec.Struct, omit_defaults=True):
+class Usage(msgspec.Struct, omit_defaults=True, gc=False):
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -86,18 +86,53 @@ class Message(msgspec.Struct, omit_defaults=True):
     tool_call_error: bool = False
 
 
-class ToolExecution(msgspec.Struct):
+class CallView(msgspec.Struct, gc=False):
+    """A tool call as stored, read to be shown (see `MessageView`)."""
+
+    id: str
+    name: str
+    arguments: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class MessageView(msgspec.Struct, omit_defaults=True, gc=False):
+    """A `Message` as stored, read to be shown rather than run: what a run would read as
+    values (its calls' arguments, a result's `tool_args`) stays the JSON text it is stored
+    as, never made into dicts, and no view is tracked by the garbage collector (none holds
+    a reference back to another): reading a long transcript makes no garbage to collect.
+    A view encodes as its message was stored."""
+
+    role: Role
+    content: str | None = None
+    id: str = ""
+    created_at: float = 0.0
+    tool_calls: list[CallView] | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_args: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    tool_call_error: bool = False
+
+
+# a tool call's arguments: decoded (a dict) or, read to be shown, their JSON text
+Args = TypeVar("Args")
+
+
+class ToolExecutionOf(msgspec.Struct, Generic[Args], gc=False):
     """A tool call and, once it ran, its result; derived from the transcript."""
 
     tool_call_id: str
     tool_name: str
-    tool_args: dict[str, Any]
+    tool_args: Args
     result: str | None = None
     tool_call_error: bool = False
     requires_confirmation: bool = False
     # started, and not known to have finished when its process died: a person decides
     in_doubt: bool = False
     message_index: int = 0
+
+
+ToolExecution = ToolExecutionOf[dict[str, Any]]  # as plugins see them: arguments decoded
 
 
 class Segment(msgspec.Struct, array_like=True):
@@ -161,7 +196,7 @@ class Run(msgspec.Struct, omit_defaults=True):
         return self.segments[-1].start if self.segments else 0
 
 
-class Checkpoint(msgspec.Struct, omit_defaults=True):
+class Checkpoint(msgspec.Struct, omit_defaults=True, gc=False):
     """A resume point: the run's transcript cut at `message_index`, as it was then."""
 
     checkpoint_id: str

@@ -111,9 +111,8 @@ def as_written(body: dict[str, Any], **typed: Any) -> dict[str, Any]:
     writes the vendor's format itself, so the body goes in `extra_body`, which the SDK
     merges into the JSON it sends as it is (retries, timeouts and parsing stay the SDK's).
     `typed` keeps what the SDK reads itself: the model, `stream`, the arguments it requires
-    (`body` replaces their values on the wire). The anthropic SDK still copies the whole
-    body once per request (`anthropic._utils._prepare.copy_tree`): what is left of a
-    turn's cost that grows with the transcript there."""
+    (`body` replaces their values on the wire). The anthropic SDK copies even an
+    `extra_body` whole on every request: `Claude` sends its body encoded instead."""
     return typed | {"extra_body": body}
 
 

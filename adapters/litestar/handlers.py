@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, cast
+from weakref import WeakKeyDictionary
 
 import msgspec
 from litestar import Response
@@ -24,6 +25,7 @@ from .cursors import Cursors
 from .errors import HttpError
 from .inputs import integer
 from .session_wire import SessionWire
+from .timelines import Timelines
 
 Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
 Handler = Callable[..., Awaitable[Reply]]
@@ -127,7 +129,7 @@ async def create_agent_run(
 
 @operation
 async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
-    detail = await rp.get_run(run_id, session_id=session_id, agent_id=agent_id)
+    detail = await rp.views.get_run(run_id, session_id=session_id, agent_id=agent_id)
     return wire.run_detail(detail, agent_name(rp, agent_id))
 
 
@@ -139,18 +141,30 @@ async def cancel_agent_run(
     return wire.run(run, agent_name=agent_name(rp, agent_id))
 
 
+# each app's, by its Runpoint (two apps in a process may serve two databases)
+_TIMELINES: WeakKeyDictionary[Runpoint, Timelines] = WeakKeyDictionary()
+
+
 @operation
 async def get_agent_run_checkpoints(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str
 ) -> Reply:
-    return wire.timeline(*await rp.timeline(run_id, session_id=session_id, agent_id=agent_id))
+    if (timelines := _TIMELINES.get(rp)) is None:
+        timelines = _TIMELINES[rp] = Timelines()
+    run = await rp.find_run(run_id, session_id=session_id, agent_id=agent_id)
+    if (body := timelines.get(run)) is None:
+        body = wire.encode(wire.timeline(run, await rp.checkpoints(run)))
+        timelines.keep(run, body)
+    return Response(body, media_type="application/json")
 
 
 @operation
 async def get_agent_run_checkpoint_snapshot(
     rp: Runpoint, *, agent_id: str, run_id: str, message_index: int, session_id: str
 ) -> Reply:
-    snapshot = await rp.snapshot(run_id, message_index, session_id=session_id, agent_id=agent_id)
+    snapshot = await rp.views.snapshot(
+        run_id, message_index, session_id=session_id, agent_id=agent_id
+    )
     return wire.snapshot(snapshot, agent_name(rp, agent_id))
 
 
@@ -211,7 +225,7 @@ async def _started(
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)
         return Response(wire.encode(accepted), status_code=202, media_type="application/json")
     run = await handle.result()
-    return wire.run_detail(await rp.get_run(run.run_id), agent_name(rp, run.agent_id))
+    return wire.run_detail(await rp.views.get_run(run.run_id), agent_name(rp, run.agent_id))
 
 
 def _continue_from(value: str | int) -> ContinueFrom:

@@ -89,12 +89,12 @@ async def get_session_run_previews(rp: Runpoint, *, session_id: str) -> Reply:
 
 
 async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
-    details = await rp.list_run_details(session_id)
+    details = await rp.views.list_run_details(session_id)
     return [wire.run_detail(d, agent_name(rp, d.run.agent_id)) for d in details]
 
 
 async def get_session_run(rp: Runpoint, *, session_id: str, run_id: str) -> Reply:
-    detail = await rp.get_run(run_id, session_id=session_id)
+    detail = await rp.views.get_run(run_id, session_id=session_id)
     return wire.run_detail(detail, agent_name(rp, detail.run.agent_id))
 
 

@@ -13,12 +13,16 @@ import msgspec
 
 from runpoint.agent import Agent
 from runpoint.queries import RunDetail, Snapshot
-from runpoint.types import Checkpoint, Message, Run, Session, Usage
+from runpoint.types import Checkpoint, MessageView, Run, Session, ToolExecutionOf, Usage
 
 encode = msgspec.json.Encoder().encode
 
 
-class Metrics(msgspec.Struct):
+# A run's transcript is thousands of these: none is tracked by the garbage collector (they
+# hold no reference back), so reading one leaves nothing for it to walk.
+
+
+class Metrics(msgspec.Struct, gc=False):
     input_tokens: int
     output_tokens: int
     total_tokens: int
@@ -27,18 +31,18 @@ class Metrics(msgspec.Struct):
     time_to_first_token: float | None = None
 
 
-class Function(msgspec.Struct):
+class Function(msgspec.Struct, gc=False):
     name: str
     arguments: str
 
 
-class ToolCallOut(msgspec.Struct):
+class ToolCallOut(msgspec.Struct, gc=False):
     id: str
     function: Function
     type: Literal["function"] = "function"
 
 
-class MessageOut(msgspec.Struct, omit_defaults=True):
+class MessageOut(msgspec.Struct, omit_defaults=True, gc=False):
     id: str
     role: str
     created_at: int
@@ -48,7 +52,7 @@ class MessageOut(msgspec.Struct, omit_defaults=True):
     metrics: Metrics | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
-    tool_args: dict[str, Any] | None = None
+    tool_args: msgspec.Raw | None = None  # as stored: encoded as it is
     tool_call_error: bool | None = None
     from_history: bool = False  # Agno's flag: runpoint lists a run's own messages only
 
@@ -57,17 +61,6 @@ class Accepted(msgspec.Struct):
     run_id: str
     session_id: str
     status: str
-
-
-class ToolExecutionOut(msgspec.Struct):
-    tool_call_id: str
-    tool_name: str
-    tool_args: dict[str, Any]
-    result: str | None
-    tool_call_error: bool
-    requires_confirmation: bool
-    in_doubt: bool
-    message_index: int
 
 
 class RunOut(msgspec.Struct):
@@ -88,7 +81,8 @@ class RunOut(msgspec.Struct):
     message_count: int
     metrics: Metrics
     messages: list[MessageOut] | None
-    tools: list[ToolExecutionOut] | None
+    # the kernel's, encoded as they are: their fields are the wire's, arguments as stored
+    tools: list[ToolExecutionOf[msgspec.Raw]] | None
     forked_from_run_id: str | None
     forked_from_message_index: int | None
     forked_from_session_id: str | None
@@ -99,7 +93,7 @@ class RunOut(msgspec.Struct):
     session_state: None = None  # runpoint keeps no session state dict
 
 
-class CheckpointOut(msgspec.Struct):
+class CheckpointOut(msgspec.Struct, gc=False):
     checkpoint_id: str
     run_id: str
     session_id: str
@@ -218,27 +212,28 @@ def provider(model_name: str | None) -> str | None:
     return model_name.partition(":")[0] if model_name else None
 
 
-def message(m: Message) -> MessageOut:
+def message(m: MessageView) -> MessageOut:
     return MessageOut(
-        id=m.id,
-        role=m.role,
-        created_at=int(m.created_at),
-        content=m.content,
-        model=m.model,
-        tool_calls=[
-            ToolCallOut(c.id, Function(c.name, encode(c.arguments).decode())) for c in m.tool_calls
-        ]
+        m.id,
+        m.role,
+        int(m.created_at),
+        m.content,
+        m.model,
+        # the arguments' JSON text is what they are stored as
+        [ToolCallOut(c.id, Function(c.name, bytes(c.arguments).decode())) for c in m.tool_calls]
         if m.tool_calls
         else None,
-        metrics=metrics(m.usage) if m.usage else None,
-        tool_call_id=m.tool_call_id,
-        tool_name=m.tool_name,
-        tool_args=m.tool_args,
-        tool_call_error=m.tool_call_error if m.role == "tool" else None,
+        metrics(m.usage) if m.usage else None,
+        m.tool_call_id,
+        m.tool_name,
+        m.tool_args or None,
+        m.tool_call_error if m.role == "tool" else None,
     )
 
 
-def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = None) -> RunOut:
+def run(
+    r: Run, detail: RunDetail[MessageView] | None = None, *, agent_name: str | None = None
+) -> RunOut:
     """A run; with its transcript and tools when `detail` is given."""
     return RunOut(
         run_id=r.run_id,
@@ -258,9 +253,7 @@ def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = Non
         message_count=r.message_count,
         metrics=metrics(r.usage, r.updated_at - r.created_at),
         messages=[message(m) for m in detail.messages] if detail else None,
-        tools=[ToolExecutionOut(**msgspec.structs.asdict(t)) for t in detail.tools]
-        if detail
-        else None,
+        tools=detail.tools if detail else None,
         forked_from_run_id=r.forked_from_run_id,
         forked_from_message_index=r.forked_from_message_index,
         forked_from_session_id=r.forked_from_session_id,
@@ -270,25 +263,25 @@ def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = Non
     )
 
 
-def run_detail(detail: RunDetail, agent_name: str | None = None) -> RunOut:
+def run_detail(detail: RunDetail[MessageView], agent_name: str | None = None) -> RunOut:
     return run(detail.run, detail, agent_name=agent_name)
 
 
 def checkpoint(c: Checkpoint, *, is_latest: bool) -> CheckpointOut:
     return CheckpointOut(
-        checkpoint_id=c.checkpoint_id,
-        run_id=c.run_id,
-        session_id=c.session_id,
-        message_index=c.message_index,
-        continue_from=c.message_index,
-        status=c.status,
-        reason=c.reason,
-        policy=c.policy,
-        created_at=int(c.created_at),
-        message_id=c.message_id,
-        message_role=c.message_role,
-        message_preview=c.message_preview,
-        is_latest=is_latest,
+        c.checkpoint_id,
+        c.run_id,
+        c.session_id,
+        c.message_index,
+        c.message_index,  # continue_from
+        c.status,
+        c.reason,
+        c.policy,
+        int(c.created_at),
+        c.message_id,
+        c.message_role,
+        c.message_preview,
+        is_latest,
     )
 
 
@@ -301,7 +294,7 @@ def timeline(r: Run, checkpoints: list[Checkpoint]) -> TimelineOut:
     )
 
 
-def snapshot(s: Snapshot, agent_name: str | None = None) -> SnapshotOut:
+def snapshot(s: Snapshot[MessageView], agent_name: str | None = None) -> SnapshotOut:
     # Only the end checkpoint is known to be the latest without reading the timeline.
     cp = s.checkpoint
     return SnapshotOut(

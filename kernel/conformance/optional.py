@@ -81,6 +81,8 @@ async def text_with_nul_is_kept_whole(store: Storage) -> None:
     await store.record_tool_result(run.run_id, result)
     assert await store.get_run(run.run_id) == run
     assert await build.transcript(store, run) == [*said, result]
+    views = await store.read_views(run.segments, run.message_count)
+    assert build.as_json(views) == build.as_json([*said, result])
     [listed] = await store.list_checkpoints(run.segments)
     assert listed.message_preview == TEXT
     assert await store.tool_records(run.run_id, ["call-1"]) == {"call-1": result}
