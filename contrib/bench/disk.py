@@ -1,11 +1,19 @@
 """Bytes a database wrote to disk, read from outside runpoint.
 
 The figure is the OS's `write_bytes` (/proc/<pid>/io): the bytes of the page-cache pages a
-process dirtied, counted in whole 4 KiB pages, whether or not they were flushed yet. For
-SQLite that is this process (its WAL at each commit, its database file at each checkpoint);
-for PostgreSQL the server's processes, beside the WAL bytes it logged. A reading writes
-out what is pending first (a checkpoint), so that what a write costs the database file
-later is counted with it."""
+process dirtied, whether or not they were flushed yet. For SQLite that is this process
+(its WAL at each commit, its database file at each checkpoint); for PostgreSQL the
+server's processes, beside the WAL bytes it logged. A reading writes out what is pending
+first (a checkpoint), so that what a write costs the database file later is counted.
+
+Linux counts a dirtied page cache *folio* whole. A file appended to is cached in small
+folios, and SQLite's WAL is counted as the frames it holds; but a file written in place
+after being cached whole may be held in folios of up to 2 MiB, and a write of 8 KiB into
+one after it was flushed counts all of it, while the disk is sent only the blocks written
+(on this machine's 6.18 kernel: 200 bytes and an fdatasync into a 16 MiB file written
+before count 2 MiB, and the disk's own counter grows by about 6 KiB). PostgreSQL writes its
+WAL that way, into segments it fills with zeros first: its count is far above what reaches
+the disk, and its WAL bytes are the figure to read."""
 
 from __future__ import annotations
 

@@ -208,16 +208,18 @@ async def main(databases: NewDatabase) -> None:
 
 
 def print_bytes(results: dict[int, dict[str, float]], whose: str) -> None:
+    with_wal = not any(math.isnan(r["wal"]) for r in results.values())
     print(f"bytes per run: documents stored, and what the OS was asked to write ({whose})")
+    wal_header = f" {'WAL':>10} {'WAL/documents':>14}" if with_wal else ""
     print(
         f"{'messages':>9} {'writes':>7} {'documents':>10} {'disk':>10} {'disk/write':>11} "
-        f"{'disk/documents':>15} {'WAL':>10} {'WAL/documents':>14}"
+        f"{'disk/documents':>15}{wal_header}"
     )
     for r in results.values():
+        wal = f" {r['wal']:>10,.0f} {r['wal'] / r['stored']:>14.2f}" if with_wal else ""
         print(
             f"{r['messages']:>9.0f} {r['writes']:>7.1f} {r['stored']:>10,.0f} {r['disk']:>10,.0f} "
-            f"{r['disk'] / r['writes']:>11,.0f} {r['disk'] / r['stored']:>15.2f} "
-            f"{r['wal']:>10,.0f} {r['wal'] / r['stored']:>14.2f}"
+            f"{r['disk'] / r['writes']:>11,.0f} {r['disk'] / r['stored']:>15.2f}{wal}"
         )
     worst = max(r["disk"] / r["stored"] for r in results.values())
     print(f"worst disk/documents: {worst:.2f} (issue 18's target: <= 1.5)")
