@@ -1,5 +1,5 @@
-"""PostgreSQL (asyncpg): rows locked by the writers that read them, a boundary in one
-statement."""
+"""PostgreSQL (asyncpg): rows locked by the writers that read them; a boundary, and a
+session's birth with its runs, each in one statement."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
+    Column,
     Float,
     Insert,
     Integer,
@@ -28,8 +29,16 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.database import Boundary, Database
-from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions, tool_calls
+from runpoint.plugins.sql.schema import (
+    Document,
+    checkpoints,
+    messages,
+    runs,
+    sessions,
+    tool_calls,
+)
 from runpoint.types import now
 
 
@@ -43,6 +52,7 @@ class PostgreSQL(Database):
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
         super().__init__(url, **(untouched | engine_options))
         self._save = _Statement.compile(_save(), self.engine.dialect)
+        self._births = _Statement.compile(_births(), self.engine.dialect)
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query.with_for_update()
@@ -50,9 +60,21 @@ class PostgreSQL(Database):
     def insert_new(self, table: Table) -> Insert:
         return postgresql.insert(table).on_conflict_do_nothing()
 
-    def saving(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
-        # a boundary is one statement: atomic without a transaction of its own
+    def single_write(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        # one statement: atomic without a transaction of its own (no BEGIN, no COMMIT)
         return self.autocommit.connect()
+
+    async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
+        """Every row in one statement: one round trip, atomic without BEGIN."""
+        values: dict[str, list[Any]] = {}
+        for table, rows in zip(_BORN, births, strict=True):
+            for column in _born_columns(table):
+                name = column.name
+                given = [row.get(name) for row in rows]  # None: not given (`locked`)
+                if _is_document(column):
+                    given = [row[name].decode() for row in rows]
+                values[f"{table.name}_{name}"] = given
+        await conn.exec_driver_sql(self._births.sql, self._births.parameters(values))
 
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         """The whole boundary in one statement: one round trip, atomic without BEGIN."""
@@ -154,6 +176,43 @@ def _save() -> Select[tuple[bool]]:
     )
 
 
+# the tables a birth writes, in the order of `Births`
+_BORN = (sessions, runs, messages)
+
+
+def _born_columns(table: Table) -> list[Column[Any]]:
+    """The columns a birth gives values (`runs.seq` takes the next of its sequence)."""
+    return [c for c in table.c if c is not table.autoincrement_column]
+
+
+def _births() -> Insert:
+    """A birth's statement: each table's rows as one array parameter per column, named
+    `<table>_<column>`, inserted in their order (in which runs take their `seq`)."""
+    inserts = []
+    for table in _BORN:
+        columns = _born_columns(table)
+        arrays = [
+            bindparam(f"{table.name}_{c.name}", type_=ARRAY(Text if _is_document(c) else c.type))
+            for c in columns
+        ]
+        rows = (
+            func.unnest(*arrays)
+            .table_valued(*(c.name for c in columns), with_ordinality="n")
+            .render_derived(f"new_{table.name}")
+        )
+        values = [
+            cast(rows.c[c.name], JSONB) if _is_document(c) else rows.c[c.name] for c in columns
+        ]
+        select_rows = select(*values).order_by(rows.c.n)
+        inserts.append(insert(table).from_select([c.name for c in columns], select_rows))
+    *first, last = inserts
+    return last.add_cte(*(i.cte(f"born_{t.name}") for i, t in zip(first, _BORN, strict=False)))
+
+
+def _is_document(column: Column[Any]) -> bool:
+    return isinstance(column.type, Document)
+
+
 class _Statement(NamedTuple):
     """A statement compiled once and executed on the driver: a boundary, the hottest write,
     spends nothing on SQLAlchemy's statement cache."""
@@ -163,7 +222,7 @@ class _Statement(NamedTuple):
     literals: dict[str, Any]  # values of the parameters the statement itself holds
 
     @classmethod
-    def compile(cls, statement: Select[Any], dialect: Dialect) -> _Statement:
+    def compile(cls, statement: Select[Any] | Insert, dialect: Dialect) -> _Statement:
         compiled = statement.compile(dialect=dialect)
         literals = {n: v for n, v in compiled.params.items() if v is not None}
         return cls(str(compiled), tuple(compiled.positiontup or ()), literals)

@@ -11,11 +11,11 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.errors import Conflict
+from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import Decoder, document
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import run_row
-from runpoint.plugins.sql.runs import insert_runs
 from runpoint.plugins.sql.schema import checkpoints, messages, session_checkpoints
 
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
@@ -44,14 +44,14 @@ class SqlSessions:
         runs: Sequence[Run] = (),
         incoming: Mapping[str, Sequence[Message]] = {},
     ) -> None:
-        async with self.db.write() as conn:
-            try:
-                await conn.execute(insert(sessions_table), [_session_row(s) for s in sessions])
-            except IntegrityError:
-                taken = ", ".join(s.session_id for s in sessions)
-                raise Conflict(f"session {taken} already exists") from None
-            if runs:
-                await insert_runs(self.db, conn, runs, incoming)
+        rows = births(sessions, runs, incoming)
+        try:
+            async with self.db.single_write() as conn:
+                await self.db.insert_births(conn, rows)
+        except IntegrityError:
+            taken = ", ".join(s.session_id for s in sessions)
+            raise Conflict(f"session {taken} already exists") from None
+        rows.written(runs)
 
     async def get_session(self, session_id: str) -> Session | None:
         found = _decode_sessions(await self.db.read(_GET_SESSION, {"id": session_id}))
@@ -163,20 +163,6 @@ async def _set_lock(
     await conn.execute(
         update(sessions_table).where(where).values(locked=locked, data=document(session), **values)
     )
-
-
-def _session_row(session: Session) -> dict[str, Any]:
-    # the cursor and the lock live in their columns only: no stale copy in the document
-    stored = msgspec.structs.replace(session, event_seq=0, locked=None)
-    return {
-        "session_id": session.session_id,
-        "agent_id": session.agent_id,
-        "team_id": session.team_id,
-        "forked_from_session_id": session.forked_from_session_id,
-        "created_at": session.created_at,
-        "event_seq": session.event_seq,
-        "data": document(stored),
-    }
 
 
 def _decode_sessions(rows: Sequence[Sequence[Any]]) -> list[Session]:

@@ -76,7 +76,7 @@ class Sqlite(Database):
     def insert_new(self, table: Table) -> Insert:
         return sqlite.insert(table).on_conflict_do_nothing()
 
-    def saving(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+    def single_write(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
         return self.write()
 
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:

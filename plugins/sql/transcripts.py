@@ -67,7 +67,7 @@ class SqlTranscripts:
         *,
         intents: Sequence[str] = (),
     ) -> None:
-        async with self.db.saving() as conn:
+        async with self.db.single_write() as conn:
             await write_boundary(self.db, conn, run, messages, checkpoint, intents)
 
     async def read_messages(
