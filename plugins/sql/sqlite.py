@@ -81,21 +81,29 @@ class Sqlite(Database):
 
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         run = boundary.run
-        cancel_requested = await conn.scalar(
-            update(runs)
-            .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
-            .values(
-                status=run.status.value,
-                revision=run.revision + 1,
-                state=boundary.state,
-                lease_owner=run.lease_owner,
-                lease_expires_at=run.lease_expires_at,
-                recoveries=run.recoveries,
+        found = (
+            await conn.execute(
+                update(runs)
+                .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
+                .values(
+                    revision=run.revision + 1,
+                    state=boundary.state,
+                    lease_owner=run.lease_owner,
+                    lease_expires_at=run.lease_expires_at,
+                    recoveries=run.recoveries,
+                )
+                .returning(runs.c.cancel_requested, runs.c.status)
             )
-            .returning(runs.c.cancel_requested)
-        )
-        if cancel_requested is None:
+        ).first()
+        if found is None:
             return None
+        cancel_requested, status = found
+        # apart, and only if it changed (a few times a run): SQLite rewrites the index
+        # entries of every column an UPDATE sets, whether its value changes or not
+        if status != run.status.value:
+            await conn.execute(
+                update(runs).where(runs.c.run_id == run.run_id).values(status=run.status.value)
+            )
         # the run's row is written under BEGIN IMMEDIATE: the session's may come second
         rows = boundary.messages
         cursor = await conn.scalar(
