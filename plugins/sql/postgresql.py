@@ -52,7 +52,7 @@ class PostgreSQL(Database):
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
         super().__init__(url, **(untouched | engine_options))
         self._save = _Statement.compile(_save(), self.engine.dialect)
-        self._births = _Statement.compile(_births(), self.engine.dialect)
+        self._births: dict[_Shape, _Statement] = {}
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query.with_for_update()
@@ -66,15 +66,19 @@ class PostgreSQL(Database):
 
     async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
         """Every row in one statement: one round trip, atomic without BEGIN."""
+        shape: _Shape = tuple(tuple(rows[0]) if rows else () for rows in births)
+        if not any(shape):
+            return
+        if (statement := self._births.get(shape)) is None:
+            statement = _Statement.compile(_births(shape), self.engine.dialect)
+            self._births[shape] = statement
         values: dict[str, list[Any]] = {}
-        for table, rows in zip(_BORN, births, strict=True):
-            for column in _born_columns(table):
-                name = column.name
-                given = [row.get(name) for row in rows]  # None: not given (`locked`)
-                if _is_document(column):
-                    given = [row[name].decode() for row in rows]
+        for table, names, rows in zip(_BORN, shape, births, strict=True):
+            for name in names:
+                document = _is_document(table.c[name])
+                given = [row[name].decode() if document else row[name] for row in rows]
                 values[f"{table.name}_{name}"] = given
-        await conn.exec_driver_sql(self._births.sql, self._births.parameters(values))
+        await conn.exec_driver_sql(statement.sql, statement.parameters(values))
 
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         """The whole boundary in one statement: one round trip, atomic without BEGIN."""
@@ -178,35 +182,33 @@ def _save() -> Select[tuple[bool]]:
 
 # the tables a birth writes, in the order of `Births`
 _BORN = (sessions, runs, messages)
+# the columns a birth writes in each: those its rows give (none: no rows for the table)
+_Shape = tuple[tuple[str, ...], ...]
 
 
-def _born_columns(table: Table) -> list[Column[Any]]:
-    """The columns a birth gives values (`runs.seq` takes the next of its sequence)."""
-    return [c for c in table.c if c is not table.autoincrement_column]
-
-
-def _births() -> Insert:
+def _births(shape: _Shape) -> Insert:
     """A birth's statement: each table's rows as one array parameter per column, named
     `<table>_<column>`, inserted in their order (in which runs take their `seq`)."""
-    inserts = []
-    for table in _BORN:
-        columns = _born_columns(table)
+    inserts: list[Insert] = []
+    for table, names in zip(_BORN, shape, strict=True):
+        if not names:
+            continue
+        columns = [table.c[name] for name in names]
         arrays = [
             bindparam(f"{table.name}_{c.name}", type_=ARRAY(Text if _is_document(c) else c.type))
             for c in columns
         ]
         rows = (
             func.unnest(*arrays)
-            .table_valued(*(c.name for c in columns), with_ordinality="n")
+            .table_valued(*names, with_ordinality="n")
             .render_derived(f"new_{table.name}")
         )
         values = [
             cast(rows.c[c.name], JSONB) if _is_document(c) else rows.c[c.name] for c in columns
         ]
-        select_rows = select(*values).order_by(rows.c.n)
-        inserts.append(insert(table).from_select([c.name for c in columns], select_rows))
-    *first, last = inserts
-    return last.add_cte(*(i.cte(f"born_{t.name}") for i, t in zip(first, _BORN, strict=False)))
+        inserts.append(insert(table).from_select(names, select(*values).order_by(rows.c.n)))
+    *first, last = inserts  # the others go first, as parts of the last
+    return last.add_cte(*(i.cte(f"born_{i.table.name}") for i in first))
 
 
 def _is_document(column: Column[Any]) -> bool:
