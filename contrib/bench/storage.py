@@ -27,8 +27,9 @@ import math
 import statistics
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import walpages
 from databases import NewDatabase, databases
@@ -41,7 +42,7 @@ from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql import SqlStorage
 from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, Message, Run, Session, ToolCall
+from runpoint.types import ToolCall
 
 SIZES = (10, 100, 1_000, 10_000)
 BATCHES = 4
@@ -80,25 +81,13 @@ class CountedStorage(SqlStorage):
 
     writes = 0
 
-    async def create_sessions(
-        self,
-        sessions: Sequence[Session],
-        runs: Sequence[Run] = (),
-        incoming: Mapping[str, Sequence[Message]] = {},
-    ) -> None:
+    async def create_sessions(self, *args: Any, **kwargs: Any) -> None:
         self.writes += 1
-        await super().create_sessions(sessions, runs, incoming)
+        await super().create_sessions(*args, **kwargs)
 
-    async def save(
-        self,
-        run: Run,
-        messages: Sequence[Message],
-        checkpoint: Checkpoint | None,
-        *,
-        intents: Sequence[str] = (),
-    ) -> None:
+    async def save(self, *args: Any, **kwargs: Any) -> None:
         self.writes += 1
-        await super().save(run, messages, checkpoint, intents=intents)
+        await super().save(*args, **kwargs)
 
 
 def agent_of_size(size: int) -> Agent:
