@@ -242,7 +242,8 @@ def main(runs: int, concurrency: int, warmup: int) -> None:
         disk = "n/a" if measured.disk is None else f"{measured.disk / done:,.0f}"
         print(
             f"  per run: {sent['statements']:.2f} statements, {sent['round_trips']:.2f} round "
-            f"trips; {measured.wal / done:,.0f} bytes of WAL, {disk} bytes written by the server"
+            f"trips; {measured.wal / done:,.0f} bytes of WAL; the server's write_bytes {disk} "
+            "(the OS's count: see disk.py)"
         )
         print("  PostgreSQL backends holding a statement or transaction, sampled:")
         for state, count in measured.states.most_common():
