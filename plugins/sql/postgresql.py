@@ -1,5 +1,5 @@
-"""PostgreSQL (asyncpg): rows locked by the writers that read them, a boundary in one
-statement."""
+"""PostgreSQL (asyncpg): rows locked by the writers that read them; a boundary, and a
+session's birth with its runs, each in one statement."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
+    Column,
     Float,
     Insert,
     Integer,
@@ -28,8 +29,16 @@ from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.database import Boundary, Database
-from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions, tool_calls
+from runpoint.plugins.sql.schema import (
+    Document,
+    checkpoints,
+    messages,
+    runs,
+    sessions,
+    tool_calls,
+)
 from runpoint.types import now
 
 
@@ -43,6 +52,7 @@ class PostgreSQL(Database):
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
         super().__init__(url, **(untouched | engine_options))
         self._save = _Statement.compile(_save(), self.engine.dialect)
+        self._births: dict[_Shape, _Statement] = {}
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query.with_for_update()
@@ -50,9 +60,25 @@ class PostgreSQL(Database):
     def insert_new(self, table: Table) -> Insert:
         return postgresql.insert(table).on_conflict_do_nothing()
 
-    def saving(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
-        # a boundary is one statement: atomic without a transaction of its own
+    def single_write(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        # one statement: atomic without a transaction of its own (no BEGIN, no COMMIT)
         return self.autocommit.connect()
+
+    async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
+        """Every row in one statement: one round trip, atomic without BEGIN."""
+        shape: _Shape = tuple(tuple(rows[0]) if rows else () for rows in births)
+        if not any(shape):
+            return
+        if (statement := self._births.get(shape)) is None:
+            statement = _Statement.compile(_births(shape), self.engine.dialect)
+            self._births[shape] = statement
+        values: dict[str, list[Any]] = {}
+        for table, names, rows in zip(_BORN, shape, births, strict=True):
+            for name in names:
+                document = _is_document(table.c[name])
+                given = [row[name].decode() if document else row[name] for row in rows]
+                values[f"{table.name}_{name}"] = given
+        await conn.exec_driver_sql(statement.sql, statement.parameters(values))
 
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         """The whole boundary in one statement: one round trip, atomic without BEGIN."""
@@ -154,6 +180,41 @@ def _save() -> Select[tuple[bool]]:
     )
 
 
+# the tables a birth writes, in the order of `Births`
+_BORN = (sessions, runs, messages)
+# the columns a birth writes in each: those its rows give (none: no rows for the table)
+_Shape = tuple[tuple[str, ...], ...]
+
+
+def _births(shape: _Shape) -> Insert:
+    """A birth's statement: each table's rows as one array parameter per column, named
+    `<table>_<column>`, inserted in their order (in which runs take their `seq`)."""
+    inserts: list[Insert] = []
+    for table, names in zip(_BORN, shape, strict=True):
+        if not names:
+            continue
+        columns = [table.c[name] for name in names]
+        arrays = [
+            bindparam(f"{table.name}_{c.name}", type_=ARRAY(Text if _is_document(c) else c.type))
+            for c in columns
+        ]
+        rows = (
+            func.unnest(*arrays)
+            .table_valued(*names, with_ordinality="n")
+            .render_derived(f"new_{table.name}")
+        )
+        values = [
+            cast(rows.c[c.name], JSONB) if _is_document(c) else rows.c[c.name] for c in columns
+        ]
+        inserts.append(insert(table).from_select(names, select(*values).order_by(rows.c.n)))
+    *first, last = inserts  # the others go first, as parts of the last
+    return last.add_cte(*(i.cte(f"born_{i.table.name}") for i in first))
+
+
+def _is_document(column: Column[Any]) -> bool:
+    return isinstance(column.type, Document)
+
+
 class _Statement(NamedTuple):
     """A statement compiled once and executed on the driver: a boundary, the hottest write,
     spends nothing on SQLAlchemy's statement cache."""
@@ -163,7 +224,7 @@ class _Statement(NamedTuple):
     literals: dict[str, Any]  # values of the parameters the statement itself holds
 
     @classmethod
-    def compile(cls, statement: Select[Any], dialect: Dialect) -> _Statement:
+    def compile(cls, statement: Select[Any] | Insert, dialect: Dialect) -> _Statement:
         compiled = statement.compile(dialect=dialect)
         literals = {n: v for n, v in compiled.params.items() if v is not None}
         return cls(str(compiled), tuple(compiled.positiontup or ()), literals)

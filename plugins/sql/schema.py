@@ -22,11 +22,13 @@ from sqlalchemy import (
     Table,
     Text,
     false,
+    text,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from runpoint.tenancy import DEFAULT_TEAM
+from runpoint.types import RunStatus
 
 
 class Document(TypeDecorator[bytes | str]):
@@ -56,14 +58,18 @@ class Document(TypeDecorator[bytes | str]):
 
 metadata = MetaData()
 
+# the condition a run in flight meets, as the status index has it: a query finds the index
+# by repeating it (literals: a bound parameter would not prove a row is in the index)
+RUNS_IN_FLIGHT = text(f"status IN ('{RunStatus.PENDING.value}', '{RunStatus.RUNNING.value}')")
+
 sessions = Table(
     "sessions",
     metadata,
     Column("session_id", Text, primary_key=True),
     Column("agent_id", Text, nullable=False),
     Column("team_id", Text, nullable=False, server_default=DEFAULT_TEAM),
-    Column("forked_from_session_id", Text, index=True),
-    Column("created_at", Float, nullable=False, index=True),
+    Column("forked_from_session_id", Text),
+    Column("created_at", Float, nullable=False),
     Column("data", Document, nullable=False),
     # the name a client gave it: its own column, so a rename rewrites no document
     Column("session_name", Text),
@@ -72,6 +78,13 @@ sessions = Table(
     # why it refuses work for now ("rollback", "maintenance"), or NULL
     Column("locked", String(32)),
     Index("ix_sessions_team_created", "team_id", "created_at"),
+    # forks only: a session's forks are looked up before it is deleted (migration 0012)
+    Index(
+        "ix_sessions_forked_from_session_id",
+        "forked_from_session_id",
+        sqlite_where=text("forked_from_session_id IS NOT NULL"),
+        postgresql_where=text("forked_from_session_id IS NOT NULL"),
+    ),
 )
 
 runs = Table(
@@ -96,8 +109,11 @@ runs = Table(
     # rolled back: kept and readable, out of its session's live history
     Column("hidden", Boolean, nullable=False, server_default=false()),
     Index("ix_runs_session_seq", "session_id", "seq"),
-    # not the lease, rewritten at each boundary: see migration 0007 (heap-only updates)
-    Index("ix_runs_status", "status"),
+    # the runs in flight, by status: not the lease, rewritten at each boundary (migration
+    # 0007, heap-only updates), nor runs that ended (0012)
+    Index(
+        "ix_runs_in_flight", "status", sqlite_where=RUNS_IN_FLIGHT, postgresql_where=RUNS_IN_FLIGHT
+    ),
 )
 
 messages = Table(

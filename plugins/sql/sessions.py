@@ -11,12 +11,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.errors import Conflict
+from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import Decoder, document
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import run_row
-from runpoint.plugins.sql.runs import insert_runs
 from runpoint.plugins.sql.schema import checkpoints, messages, session_checkpoints
 
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
@@ -52,18 +52,16 @@ class SqlSessions:
         *,
         answering: KeyAnswer | None = None,
     ) -> None:
-        async with self.db.write() as conn:
-            await record_answer(conn, answering)
-            try:
-                await conn.execute(insert(sessions_table), [_session_row(s) for s in sessions])
-            except IntegrityError:
-                taken = ", ".join(s.session_id for s in sessions)
-                raise Conflict(f"session {taken} already exists") from None
-            for session in sessions:
-                if session.session_name is not None:
-                    await _rename(conn, session.session_id, session.session_name)
-            if runs:
-                await insert_runs(self.db, conn, runs, incoming)
+        rows = births(sessions, runs, incoming)
+        try:
+            # a birth that answers a key is a transaction with the answer
+            async with self.db.single_write() if answering is None else self.db.write() as conn:
+                await record_answer(conn, answering)
+                await self.db.insert_births(conn, rows)
+        except IntegrityError:
+            taken = ", ".join(s.session_id for s in sessions)
+            raise Conflict(f"session {taken} already exists") from None
+        rows.written(runs)
 
     async def get_session(self, session_id: str) -> Session | None:
         found = _decode_sessions(await self.db.read(_GET_SESSION, {"id": session_id}))
@@ -192,21 +190,6 @@ async def _rename(conn: AsyncConnection, session_id: str, name: str | None) -> b
         .values(session_name=name)
     )
     return bool(renamed.rowcount)
-
-
-def _session_row(session: Session) -> dict[str, Any]:
-    # the cursor, the lock and the name live in their columns only: no stale copy in the
-    # document (the name is written apart, as a rename: most sessions have none)
-    stored = msgspec.structs.replace(session, event_seq=0, locked=None, session_name=None)
-    return {
-        "session_id": session.session_id,
-        "agent_id": session.agent_id,
-        "team_id": session.team_id,
-        "forked_from_session_id": session.forked_from_session_id,
-        "created_at": session.created_at,
-        "event_seq": session.event_seq,
-        "data": document(stored),
-    }
 
 
 def _decode_sessions(rows: Sequence[Sequence[Any]]) -> list[Session]:

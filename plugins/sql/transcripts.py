@@ -70,7 +70,7 @@ class SqlTranscripts:
         answering: KeyAnswer | None = None,
     ) -> None:
         # a boundary that answers a key is a transaction with the answer
-        async with self.db.saving() if answering is None else self.db.write() as conn:
+        async with self.db.single_write() if answering is None else self.db.write() as conn:
             await record_answer(conn, answering)
             await write_boundary(self.db, conn, run, messages, checkpoint, intents)
 
