@@ -41,7 +41,7 @@ from statements import Statements
 from runpoint.agent import Agent, tool
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, Message, Run, Segment, Session, new_id
+from runpoint.types import Checkpoint, KeyAnswer, Message, Run, Segment, Session, new_id
 
 QUESTION = "Paris, Tokyo and Lagos"
 
@@ -67,9 +67,10 @@ class TimedStorage(SqlStorage):
         cp: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
     ) -> None:
         start = time.perf_counter()
-        await super().save(run, messages, cp, intents=intents)
+        await super().save(run, messages, cp, intents=intents, answering=answering)
         took = time.perf_counter() - start
         self.seconds += took
         if cp is not None:
