@@ -61,7 +61,7 @@ def births(
 
 def session_row(session: Session, event_seq: int) -> dict[str, Any]:
     # the cursor, the lock and the name live in their columns only: no stale copy in the
-    # document
+    # document (the name is written apart, as a rename: most sessions have none)
     stored = msgspec.structs.replace(session, event_seq=0, locked=None, session_name=None)
     return {
         "session_id": session.session_id,
@@ -70,6 +70,5 @@ def session_row(session: Session, event_seq: int) -> dict[str, Any]:
         "forked_from_session_id": session.forked_from_session_id,
         "created_at": session.created_at,
         "event_seq": event_seq,
-        "session_name": session.session_name,
         "data": document(stored),
     }
