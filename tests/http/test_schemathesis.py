@@ -89,12 +89,16 @@ def on_each_database(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
     """The app on each database, one for the module: the examples of one operation leave
-    runs and sessions behind for the next to find."""
-    directory = tmp_path_factory.mktemp("schemathesis")
-    with fresh_database(request, directory) as database:
+    runs and sessions behind for the next to find. The open server has a database of its
+    own (its one team would meet the keyed server's teams' sessions: a 403 under /v2/)."""
+    directory, open_directory = (tmp_path_factory.mktemp(n) for n in ("keyed", "open"))
+    with (
+        fresh_database(request, directory) as database,
+        fresh_database(request, open_directory) as open_database,
+    ):
         keys = auth.load(api_keys_file=str(write_keys(directory / "keys.yaml")))
         served.app = create_app(agents, database=database, auth=keys)
-        served_open.app = create_app(agents, database=database)
+        served_open.app = create_app(agents, database=open_database)
         yield
 
 
