@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 import msgspec
 
 from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
-from runpoint.types import Checkpoint, Message, Run
+from runpoint.types import Checkpoint, Message, Run, RunEvent
 
 
 class Runs(Tables):
@@ -44,8 +44,9 @@ class Runs(Tables):
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        events: Sequence[RunEvent] = (),
     ) -> None:
-        self._save(run, messages, checkpoint, intents)
+        self._save(run, messages, checkpoint, intents, events)
 
     async def request_cancel(self, run_id: str) -> bool:
         run = self._runs.get(run_id)

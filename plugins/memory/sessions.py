@@ -62,6 +62,7 @@ class Sessions(Tables):
             del self._runs[run_id]
             self._messages.pop(run_id, None)
             self._checkpoints.pop(run_id, None)
+            self._events.pop(run_id, None)
         self._tool_calls = {k: v for k, v in self._tool_calls.items() if k[0] in self._runs}
         self._session_checkpoints = {
             i: row

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
 from runpoint.plugins.sql.postgresql import PostgreSQL
@@ -30,6 +31,7 @@ _DIALECTS: dict[str, tuple[str, type[Database]]] = {
 class SqlStorage(
     SqlRuns,
     SqlTranscripts,
+    SqlEvents,
     SqlSessions,
     SqlSessionCheckpoints,
     SqlLeases,
