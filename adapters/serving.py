@@ -82,6 +82,13 @@ LISTEN = (
         "info",
         choices=("critical", "error", "warning", "info", "debug", "trace"),
     ),
+    KEEPALIVE := Option(
+        "--keepalive-seconds",
+        "RUNPOINT_KEEPALIVE_SECONDS",
+        "an event stream quiet this long sends a keep-alive comment",
+        15.0,
+        float,
+    ),
 )
 ACCESS = (
     Option(
@@ -189,6 +196,7 @@ def app_for(rp: Runpoint) -> Litestar:
         auth=auth_from_env(),
         rate_limit=rate_limit(limit) if limit else None,
         max_body_bytes=int(os.environ.get(MAX_BODY.variable, MAX_BODY.default)),
+        keepalive_seconds=float(os.environ.get(KEEPALIVE.variable, KEEPALIVE.default)),
     )
 
 

@@ -10,7 +10,7 @@ errors of `runpoint.errors`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Literal
 
 from runpoint.agent import Agent
@@ -25,7 +25,7 @@ from runpoint.runqueue import Watched
 from runpoint.session_checkpoints import SessionCheckpoints
 from runpoint.sessions import Sessions
 from runpoint.storage import Migrated, Storage
-from runpoint.types import Checkpoint, Decision, Run, Session
+from runpoint.types import Checkpoint, Decision, Run, RunEvent, Session
 
 
 class Runpoint:
@@ -158,6 +158,19 @@ class Runpoint:
         return await self.commands.create_run(
             request, stream=stream, idempotency_key=idempotency_key
         )
+
+    async def follow(
+        self,
+        run_id: str,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        after: int = 0,
+    ) -> AsyncIterator[RunEvent]:
+        """The run's events whose seq is past `after`: the stored ones, then the live ones
+        until it stops or pauses, whichever process executes it (see runpoint.streams)."""
+        run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+        return self.executor.streams.follow(run, after)
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None

@@ -1,7 +1,7 @@
 """One function per operationId of openapi.yaml; the app routes each operation to the
 function of that name. A handler's keyword arguments are the operation's validated inputs
 (path and query parameters and body fields, by name); it returns a wire struct, a list of
-them, a ready Response (a stream), or None for an empty body."""
+them, a ready Response, a run's events (`sse.EventStream`), or None for an empty body."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from .inputs import integer
 from .session_wire import SessionWire
 from .spec import document_json
 
-Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
+Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | sse.EventStream | None
 Handler = Callable[..., Awaitable[Reply]]
 HANDLERS: dict[str, Handler] = {}
 
@@ -118,6 +118,23 @@ async def create_agent_run(
 async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
     detail = await rp.get_run(run_id, session_id=session_id, agent_id=agent_id)
     return wire.run_detail(detail, _agent_name(rp, agent_id))
+
+
+@operation
+async def get_agent_run_events(
+    rp: Runpoint,
+    *,
+    agent_id: str,
+    run_id: str,
+    session_id: str,
+    last_event_id: int | None,
+    after: int | None,
+    events: sse.Events,
+) -> Reply:
+    # a reconnecting EventSource sends the header, with the URL (and `after`) it first had
+    point = next((p for p in (last_event_id, after) if p is not None), 0)
+    found = await rp.follow(run_id, session_id=session_id, agent_id=agent_id, after=point)
+    return sse.EventStream(found, events)
 
 
 @operation
@@ -226,7 +243,7 @@ async def _started(
     """A started run's response: its event stream, at once its id (background), or the
     run once it stops. A retry's (see Idempotency-Key) events went to the first request."""
     if stream and not handle.replayed:
-        return sse.stream(handle, events)
+        return sse.EventStream(handle.events(), events)
     if background:
         run = handle.run
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)
