@@ -12,6 +12,7 @@ class Event(NamedTuple):
     id: int
     name: str
     data: dict[str, Any]
+    text: str  # as sent, from `id:` to the end of `data:`
 
 
 def parse(text: str) -> list[Event]:
@@ -27,5 +28,5 @@ def parse(text: str) -> list[Event]:
         name = event_line.removeprefix("event: ")
         data = msgspec.json.decode(data_line.removeprefix("data: "))
         assert data["event"] == name and isinstance(data["created_at"], int)
-        parsed.append(Event(int(id_line.removeprefix("id: ")), name, data))
+        parsed.append(Event(int(id_line.removeprefix("id: ")), name, data, block))
     return parsed

@@ -1,0 +1,203 @@
+"""Stream benchmark: how long a run's event takes from its write to a follower in another
+server process, with 1 and 100 followers, and what a follower costs that process.
+
+    .venv/bin/python contrib/bench/streams.py               # SQLite
+    .venv/bin/python contrib/bench/streams.py --postgres    # a throwaway local PostgreSQL
+
+This process executes runs (a model that streams a text delta every few milliseconds,
+as a vendor does) and notes when each event's write committed; a `runpoint serve` beside
+it serves the followers, who join each run's stream over HTTP from its first event and
+note when each event arrives. Latency is arrival minus commit, for the events committed
+after the follower joined (the live ones). The server's CPU (user + system, from /proc)
+over a run, divided by the events it sent, is its cost per follower-event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import httpx
+from databases import NewDatabase, databases
+
+from runpoint.agent import Agent
+from runpoint.model import Chunk, ModelRequest, ModelResponse, TextDelta
+from runpoint.plugins.sql import SqlStorage
+from runpoint.services import Runpoint
+from runpoint.types import Run, RunEvent
+
+DELTAS = 200  # per run
+DELTA_SECONDS = 0.01  # between deltas: 100 tokens a second
+FOLLOWERS = (1, 100)
+RUNS = 3  # per follower count
+
+
+class Streaming:
+    """A model whose every answer is DELTAS words, one every DELTA_SECONDS."""
+
+    name = "bench:stream"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        for i in range(DELTAS):
+            await asyncio.sleep(DELTA_SECONDS)
+            yield TextDelta(f"w{i} ")
+        yield ModelResponse(content=" ".join(f"w{i}" for i in range(DELTAS)) + " ")
+
+
+class Commits:
+    """When each event's write committed, by (run_id, seq): the storage's event writes,
+    timed on their way out."""
+
+    def __init__(self, storage: SqlStorage) -> None:
+        self.at: dict[tuple[str, int], float] = {}
+        append, save = storage.append_events, storage.save
+
+        async def append_events(run: Run, events: Sequence[RunEvent]) -> bool:
+            written = await append(run, events)
+            self.note(run, events)
+            return written
+
+        async def timed_save(run: Run, *args: object, **kwargs: object) -> None:
+            await save(run, *args, **kwargs)  # type: ignore[arg-type]
+            self.note(run, kwargs.get("events", ()))  # type: ignore[arg-type]
+
+        storage.append_events = append_events  # type: ignore[method-assign]
+        storage.save = timed_save  # type: ignore[method-assign]
+
+    def note(self, run: Run, events: Sequence[RunEvent]) -> None:
+        committed = time.time()
+        for event in events:
+            self.at[(run.run_id, event.seq)] = committed
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def follow(client: httpx.AsyncClient, url: str, run: Run) -> tuple[float, dict[int, float]]:
+    """When the follower joined, and when each event (by seq) arrived."""
+    arrived: dict[int, float] = {}
+    params = {"session_id": run.session_id, "events": "all"}
+    joined = time.time()
+    async with client.stream("GET", f"{url}/agents/{run.agent_id}/runs/{run.run_id}/events",
+                             params=params) as response:  # fmt: skip
+        async for line in response.aiter_lines():
+            if line.startswith("id: "):
+                arrived[int(line[4:])] = time.time()
+    return joined, arrived
+
+
+async def one_run(
+    rp: Runpoint, commits: Commits, server: subprocess.Popen[bytes], url: str, followers: int
+) -> tuple[list[float], float, int]:
+    """Latencies (s) of the live events, server CPU seconds, events sent."""
+    limits = httpx.Limits(max_connections=followers + 10)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        handle = await rp.create_run("bench", "go")
+        cpu = cpu_seconds(server.pid)
+        got = await asyncio.gather(*(follow(client, url, handle.run) for _ in range(followers)))
+        cpu = cpu_seconds(server.pid) - cpu
+        await handle.result()
+    latencies = [
+        at - commits.at[(handle.run.run_id, seq)]
+        for joined, arrived in got
+        for seq, at in arrived.items()
+        if commits.at[(handle.run.run_id, seq)] > joined
+    ]
+    return latencies, cpu, sum(len(arrived) for _, arrived in got)
+
+
+def percentile(values: list[float], p: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(p * len(values)))]
+
+
+async def measure(database: str) -> None:
+    storage = SqlStorage(database)
+    commits = Commits(storage)
+    agent = Agent(id="bench", model=Streaming())  # type: ignore[arg-type]
+    async with Runpoint([agent], storage=storage) as rp:  # migrates before the server starts
+        server, url = start_server(database)
+        try:
+            for followers in FOLLOWERS:
+                latencies: list[float] = []
+                cpu, sent = 0.0, 0
+                for _ in range(RUNS):
+                    run_latencies, run_cpu, run_sent = await one_run(
+                        rp, commits, server, url, followers
+                    )
+                    latencies += run_latencies
+                    cpu, sent = cpu + run_cpu, sent + run_sent
+                print(
+                    f"{followers:>9} {1000 * percentile(latencies, 0.5):>10.1f} "
+                    f"{1000 * percentile(latencies, 0.99):>10.1f} {len(latencies):>10} "
+                    f"{sent:>12} {1e6 * cpu / sent:>22.1f}"
+                )
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+
+def start_server(database: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`runpoint serve` with an agent of the benchmark's id (a join checks it is served)."""
+    here = Path(__file__).parent
+    port = free_port()
+    command = shutil.which("runpoint", path=str(Path(sys.executable).parent))
+    assert command
+    env = os.environ | {"PYTHONPATH": str(here)}
+    server = subprocess.Popen(
+        [command, "serve", "--app", "streams:served", "--db", database, "--port", str(port),
+         "--log-level", "warning"],
+        env=env,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/health").status_code == 200:
+                return server, url
+        except httpx.TransportError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise SystemExit("runpoint serve did not come up") from None
+            time.sleep(0.1)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+# what the follower server serves: an agent of the benchmark's id (its model never runs there)
+served = [Agent(id="bench", model="scripted:demo")]
+
+
+async def main(new: NewDatabase) -> None:
+    print(
+        f"each run: {DELTAS} text deltas, one every {1000 * DELTA_SECONDS:.0f} ms; "
+        f"{RUNS} runs per row; the followers in another server process"
+    )
+    print(
+        f"{'followers':>9} {'p50 ms':>10} {'p99 ms':>10} {'live evts':>10} "
+        f"{'events sent':>12} {'server CPU us/evt/flw':>22}"
+    )
+    await measure(await new("bench_streams"))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
+        asyncio.run(main(new))
