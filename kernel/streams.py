@@ -96,7 +96,7 @@ class Streams:
     async def follow(self, run: Run, after: int = 0) -> AsyncIterator[RunEvent]:
         """The run's events whose seq is past `after`, stored ones first, then the live ones
         until the run stops (or pauses)."""
-        tail = self._join(run, after)
+        tail = await self._join(run, after)
         try:
             seq = after
             while True:
@@ -116,11 +116,17 @@ class Streams:
         finally:
             self._leave(tail)
 
-    def _join(self, run: Run, after: int) -> _Tail:
+    async def _join(self, run: Run, after: int) -> _Tail:
         tail = self._tails.get(run.run_id)
         if tail is None:
-            tail = self._tails[run.run_id] = _Tail(self.storage, run, after, self.poll_seconds)
-            tail.task = asyncio.create_task(self._read(tail), name=f"tail {run.run_id}")
+            # a tail starts where its first follower is, but never past the log's end (an
+            # id a client made up): its followers read what is before it from the log
+            stored = await self.storage.last_event_seq(run.run_id)
+            tail = self._tails.get(run.run_id)  # another follower's, made meanwhile
+            if tail is None:
+                tail = _Tail(self.storage, run, min(after, stored), self.poll_seconds)
+                self._tails[run.run_id] = tail
+                tail.task = asyncio.create_task(self._read(tail), name=f"tail {run.run_id}")
         tail.followers += 1
         return tail
 
