@@ -73,7 +73,7 @@ class Executor:
         self.queue = queue
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.streams = Streams(storage)
+        self.streams = Streams(storage, POLL_SECONDS)
 
     async def open(self, *, execute_queued: bool, recover: bool) -> None:
         """Take this process's share of the queue (if `execute_queued`), and with `recover`

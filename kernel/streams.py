@@ -83,7 +83,7 @@ class _Tail:
 class Streams:
     """This process's followers of runs' event logs."""
 
-    def __init__(self, storage: Storage, poll_seconds: float = 0.05) -> None:
+    def __init__(self, storage: Storage, poll_seconds: float) -> None:
         self.storage = storage
         self.poll_seconds = poll_seconds
         self._tails: dict[str, _Tail] = {}

@@ -9,26 +9,25 @@ batches whose width grows with the run's size, and a final answer, so every run 
 same five checkpoints and the figures show what the *transcript's* length costs. Bytes are
 the msgspec documents handed to the database ("written") against those it holds at the
 end ("stored"): a rewrite of the run per checkpoint would show as a ratio far above 1.
+The run's event log is among both (each event is written once); "events/stored" is its
+share of what is stored.
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import itertools
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
-from databases import NewDatabase, databases
+from databases import NewDatabase, run_on_databases
 from documents import WrittenDocuments, stored_bytes
 
 from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.schema import run_events
 from runpoint.services import Runpoint
 from runpoint.types import ToolCall
 
@@ -72,7 +71,9 @@ async def measure(size: int, database: str) -> dict[str, float]:
         start = time.perf_counter()
         run = await (await rp.create_run("bench", "go")).result()
         build = time.perf_counter() - start
-        write_ratio = written.bytes / await stored_bytes(storage.engine)
+        stored = await stored_bytes(storage.engine)
+        write_ratio = written.bytes / stored
+        event_share = await stored_bytes(storage.engine, [run_events.c.data]) / stored
         repeat = 200 if size <= 1_000 else 50
 
         # a session whose one run is this one (copy-on-write), checkpointed and rolled back
@@ -95,6 +96,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
             "messages": run.message_count,
             "build_ms": build * 1000,
             "write_ratio": write_ratio,
+            "event_share": event_share,
             "timeline_ms": 1000 * await median_seconds(lambda: rp.timeline(run.run_id), repeat),
             "snapshot_ms": 1000
             * await median_seconds(lambda: rp.snapshot(run.run_id, run.message_count // 2), repeat),
@@ -106,12 +108,14 @@ async def measure(size: int, database: str) -> dict[str, float]:
 async def main(databases: NewDatabase) -> None:
     results = {size: await measure(size, await databases(f"bench_{size}")) for size in SIZES}
     print(
-        f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'timeline ms':>12} "
+        f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'events/stored':>14} "
+        f"{'timeline ms':>12} "
         f"{'snapshot@mid ms':>16} {'fork@end ms':>12} {'session ckpt+rollback ms':>25}"
     )
     for r in results.values():
         print(
             f"{r['messages']:>9.0f} {r['build_ms']:>9.1f} {r['write_ratio']:>15.2f} "
+            f"{r['event_share']:>14.2f} "
             f"{r['timeline_ms']:>12.2f} {r['snapshot_ms']:>16.2f} {r['fork_ms']:>12.2f} "
             f"{r['session_ms']:>25.2f}"
         )
@@ -136,8 +140,4 @@ async def main(databases: NewDatabase) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
-        asyncio.run(main(new))
+    run_on_databases(__doc__.splitlines()[0], main)

@@ -14,19 +14,17 @@ over a run, divided by the events it sent, is its cost per follower-event.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import httpx
-from databases import NewDatabase, databases
+from databases import NewDatabase, run_on_databases
 
 from runpoint.agent import Agent
 from runpoint.model import Chunk, ModelRequest, ModelResponse, TextDelta
@@ -123,7 +121,7 @@ def percentile(values: list[float], p: float) -> float:
 async def measure(database: str) -> None:
     storage = SqlStorage(database)
     commits = Commits(storage)
-    agent = Agent(id="bench", model=Streaming())  # type: ignore[arg-type]
+    agent = Agent(id="bench", model=Streaming())
     async with Runpoint([agent], storage=storage) as rp:  # migrates before the server starts
         server, url = start_server(database)
         try:
@@ -196,8 +194,4 @@ async def main(new: NewDatabase) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
-        asyncio.run(main(new))
+    run_on_databases(__doc__.splitlines()[0], main)
