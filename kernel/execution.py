@@ -36,22 +36,29 @@ class RunHandle:
         self,
         run: Run,
         stopped: Callable[[], Awaitable[Run]],
-        events: AsyncIterator[RunEvent] | None,
+        batches: AsyncIterator[list[RunEvent]] | None,
         *,
         replayed: bool = False,
     ) -> None:
         self.run = run
         self._stopped = stopped
-        self._events = events
+        self._batches = batches
         # the answer to a retried request (same Idempotency-Key): the first request's run,
         # whose events went to the first request
         self.replayed = replayed
 
-    def events(self) -> AsyncIterator[RunEvent]:
-        """The events of this execution, as its run's event log keeps them."""
-        if self._events is None:
+    def batches(self) -> AsyncIterator[list[RunEvent]]:
+        """The events of this execution, as its run's event log keeps them, in the batches
+        they came in (see runpoint.streams)."""
+        if self._batches is None:
             raise RuntimeError("this run was started without streaming")
-        return self._events
+        return self._batches
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        """The events of this execution, one by one."""
+        async for batch in self.batches():
+            for event in batch:
+                yield event
 
     async def result(self) -> Run:
         return await self._stopped()

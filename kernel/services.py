@@ -166,9 +166,10 @@ class Runpoint:
         session_id: str | None = None,
         agent_id: str | None = None,
         after: int = 0,
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncIterator[list[RunEvent]]:
         """The run's events whose seq is past `after`: the stored ones, then the live ones
-        until it stops or pauses, whichever process executes it (see runpoint.streams)."""
+        until it stops or pauses, whichever process executes it; in the batches they came
+        in (see runpoint.streams)."""
         run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
         return self.executor.streams.follow(run, after)
 

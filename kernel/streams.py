@@ -93,9 +93,10 @@ class Streams:
         if (tail := self._tails.get(run_id)) is not None:
             tail.woken.set()
 
-    async def follow(self, run: Run, after: int = 0) -> AsyncIterator[RunEvent]:
+    async def follow(self, run: Run, after: int = 0) -> AsyncIterator[list[RunEvent]]:
         """The run's events whose seq is past `after`, stored ones first, then the live ones
-        until the run stops (or pauses)."""
+        until the run stops (or pauses); in batches, as they came (a stream sends a batch
+        at once: a hundred followers of a fast run cost a send per batch, not per token)."""
         tail = await self._join(run, after)
         try:
             seq = after
@@ -104,8 +105,7 @@ class Streams:
                 if found is None:  # behind what the tail keeps: from the log
                     found = await self.storage.read_events(run, seq, PAGE)
                 if found:
-                    for event in found:
-                        yield event
+                    yield found
                     seq = found[-1].seq
                     continue
                 async with tail.changed:

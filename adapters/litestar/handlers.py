@@ -243,7 +243,7 @@ async def _started(
     """A started run's response: its event stream, at once its id (background), or the
     run once it stops. A retry's (see Idempotency-Key) events went to the first request."""
     if stream and not handle.replayed:
-        return sse.EventStream(handle.events(), events)
+        return sse.EventStream(handle.batches(), events)
     if background:
         run = handle.run
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)

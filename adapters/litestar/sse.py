@@ -36,6 +36,8 @@ Events = Literal["agno", "all"]
 RETRY_MS = 1_000  # how long a client waits before it reconnects
 KEEPALIVE_SECONDS = 15.0  # the default quiet time before a comment
 KEEPALIVE = b": keep-alive\n\n"
+FRAMES_KEPT = 10_000  # events' frames kept for the other followers of their runs
+_formatted: dict[tuple[str, int], bytes] = {}  # by (run_id, seq): oldest first
 
 
 def _fields(event: RunEvent) -> dict[str, Any]:
@@ -65,12 +67,23 @@ def format_event(event: RunEvent) -> bytes:
     )
 
 
+def frame(event: RunEvent) -> bytes:
+    """The event as sent, formatted once for all of its run's followers here: a stored
+    event's (run_id, seq) is that event, always."""
+    key = (event.run_id, event.seq)
+    if (found := _formatted.get(key)) is None:
+        found = _formatted[key] = format_event(event)
+        if len(_formatted) > FRAMES_KEPT:
+            del _formatted[next(iter(_formatted))]
+    return found
+
+
 @dataclass(frozen=True)
 class EventStream:
     """A handler's answer that is a run's events (validated already: the request was
     good); the app makes it a response with its keep-alive interval."""
 
-    events: AsyncIterator[RunEvent]
+    batches: AsyncIterator[list[RunEvent]]
     which: Events = "agno"
 
     def response(self, keepalive_seconds: float = KEEPALIVE_SECONDS) -> Stream:
@@ -78,9 +91,11 @@ class EventStream:
         return Stream(body, media_type=MEDIA_TYPE, headers=HEADERS)
 
     async def _frames(self) -> AsyncIterator[bytes]:
-        async for event in self.events:
-            if self.which == "all" or event.event in AGNO_EVENTS:
-                yield format_event(event)
+        """A batch's events in one piece: one send, however many events it holds."""
+        async for batch in self.batches:
+            sent = [frame(e) for e in batch if self.which == "all" or e.event in AGNO_EVENTS]
+            if sent:
+                yield b"".join(sent)
 
 
 async def _kept_alive(frames: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:

@@ -6,7 +6,8 @@ server process, with 1 and 100 followers, and what a follower costs that process
 
 This process executes runs (a model that streams a text delta every few milliseconds,
 as a vendor does) and notes when each event's write committed; a `runpoint serve` beside
-it serves the followers, who join each run's stream over HTTP from its first event and
+it serves the followers, who (in a third process, so that reading a hundred streams slows
+neither the run nor the server) join each run's stream over HTTP from its first event and
 note when each event arrives. Latency is arrival minus commit, for the events committed
 after the follower joined (the live ones). The server's CPU (user + system, from /proc)
 over a run, divided by the events it sent, is its cost per follower-event.
@@ -15,12 +16,14 @@ over a run, divided by the events it sent, is its cost per follower-event.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -81,30 +84,47 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def follow(client: httpx.AsyncClient, url: str, run: Run) -> tuple[float, dict[int, float]]:
-    """When the follower joined, and when each event (by seq) arrived."""
-    arrived: dict[int, float] = {}
-    params = {"session_id": run.session_id, "events": "all"}
-    joined = time.time()
-    async with client.stream("GET", f"{url}/agents/{run.agent_id}/runs/{run.run_id}/events",
-                             params=params) as response:  # fmt: skip
-        async for line in response.aiter_lines():
-            if line.startswith("id: "):
-                arrived[int(line[4:])] = time.time()
-    return joined, arrived
+Followed = list[tuple[float, dict[int, float]]]  # per follower: when it joined, arrivals
+
+
+def followers_of(url: str, path: str, session_id: str, followers: int) -> Followed:
+    """In the followers' process: `followers` streams of the run at `path`, to the end."""
+
+    async def follow(client: httpx.AsyncClient) -> tuple[float, dict[int, float]]:
+        arrived: dict[int, float] = {}
+        joined = time.time()
+        params = {"session_id": session_id, "events": "all"}
+        async with client.stream("GET", url + path, params=params) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("id: "):
+                    arrived[int(line[4:])] = time.time()
+        return joined, arrived
+
+    async def all_of_them() -> Followed:
+        limits = httpx.Limits(max_connections=followers + 10)
+        async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+            return await asyncio.gather(*(follow(client) for _ in range(followers)))
+
+    return asyncio.run(all_of_them())
 
 
 async def one_run(
-    rp: Runpoint, commits: Commits, server: subprocess.Popen[bytes], url: str, followers: int
+    rp: Runpoint,
+    commits: Commits,
+    server: subprocess.Popen[bytes],
+    url: str,
+    followers: int,
+    pool: ProcessPoolExecutor,
 ) -> tuple[list[float], float, int]:
     """Latencies (s) of the live events, server CPU seconds, events sent."""
-    limits = httpx.Limits(max_connections=followers + 10)
-    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
-        handle = await rp.create_run("bench", "go")
-        cpu = cpu_seconds(server.pid)
-        got = await asyncio.gather(*(follow(client, url, handle.run) for _ in range(followers)))
-        cpu = cpu_seconds(server.pid) - cpu
-        await handle.result()
+    handle = await rp.create_run("bench", "go")
+    run = handle.run
+    path = f"/agents/{run.agent_id}/runs/{run.run_id}/events"
+    cpu = cpu_seconds(server.pid)
+    loop = asyncio.get_running_loop()
+    got = await loop.run_in_executor(pool, followers_of, url, path, run.session_id, followers)
+    cpu = cpu_seconds(server.pid) - cpu
+    await handle.result()
     latencies = [
         at - commits.at[(handle.run.run_id, seq)]
         for joined, arrived in got
@@ -122,6 +142,8 @@ async def measure(database: str) -> None:
     storage = SqlStorage(database)
     commits = Commits(storage)
     agent = Agent(id="bench", model=Streaming())
+    pool = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+    pool.submit(time.time).result()  # started before the first run
     async with Runpoint([agent], storage=storage) as rp:  # migrates before the server starts
         server, url = start_server(database)
         try:
@@ -130,7 +152,7 @@ async def measure(database: str) -> None:
                 cpu, sent = 0.0, 0
                 for _ in range(RUNS):
                     run_latencies, run_cpu, run_sent = await one_run(
-                        rp, commits, server, url, followers
+                        rp, commits, server, url, followers, pool
                     )
                     latencies += run_latencies
                     cpu, sent = cpu + run_cpu, sent + run_sent
@@ -142,6 +164,7 @@ async def measure(database: str) -> None:
         finally:
             server.terminate()
             server.wait(timeout=10)
+            pool.shutdown()
 
 
 def start_server(database: str) -> tuple[subprocess.Popen[bytes], str]:

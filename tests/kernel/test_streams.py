@@ -19,7 +19,8 @@ pytestmark = pytest.mark.memory  # what every backend must store: the conformanc
 
 
 async def events(rp: Runpoint, run_id: str, after: int = 0) -> list[RunEvent]:
-    return await collect(await rp.follow(run_id, after=after))
+    async with asyncio.timeout(10):
+        return [e async for batch in await rp.follow(run_id, after=after) for e in batch]
 
 
 @pytest.fixture
