@@ -123,7 +123,8 @@ async function* events(url, body, signal) {
       response = await send(join, { headers: { Accept: "text/event-stream", "Last-Event-ID": state.last }, signal });
       rejoined = true;
     } catch (error) {
-      if (signal?.aborted || error.status > 0) throw error; // refused, not unreachable
+      if (signal?.aborted || (error.status >= 400 && error.status < 500)) throw error; // refused
+      // unreachable, or failing for now: try again
       response = null;
     }
   }
