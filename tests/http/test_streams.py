@@ -150,36 +150,6 @@ async def test_a_client_that_drops_resumes_where_it_was(
     assert (await join(client, second, run, last_event_id=ids[-1])).events == []
 
 
-async def test_a_run_whose_server_is_killed_streams_on_through_the_survivor(
-    servers: list[Server], client: httpx.AsyncClient
-) -> None:
-    doomed, survivor = servers
-    stream, follower = Stream(), Stream()
-    job = "killed: Paris Tokyo Lagos Kyoto"
-    starting = asyncio.create_task(create(client, doomed, job, stream=stream))
-    try:
-        run = (await stream.first("RunStarted")).data
-        joined = asyncio.create_task(join(client, survivor, run, stream=follower))
-        await follower.first("ToolCallCompleted")  # mid-run, its first batch done
-        doomed.kill()
-        with pytest.raises(httpx.HTTPError):
-            await starting
-        # the survivor resumes the run once its lease runs out (a second), the follower on
-        async with asyncio.timeout(30):
-            await joined
-    finally:
-        if doomed.process is not None and doomed.process.poll() is not None:
-            doomed.start()
-    events = follower.events
-    names = [e.name for e in events]
-    assert names[0] == "RunStarted" and names[-1] == "RunCompleted"
-    assert "RunContinued" in names  # the survivor's execution
-    ids = [e.id for e in events]
-    assert ids == sorted(set(ids))  # every event once, in order
-    assert texts((await join(client, survivor, run)).events) == texts(events)
-    assert ": keep-alive\n\n" in follower.text  # while nobody executed the run
-
-
 async def test_a_hundred_followers_of_a_run_get_the_same_sequence(
     servers: list[Server], client: httpx.AsyncClient
 ) -> None:
@@ -194,3 +164,29 @@ async def test_a_hundred_followers_of_a_run_get_the_same_sequence(
     assert all(texts(s.events) == texts(streams[0].events) for s in streams)
     assert [e.name for e in streams[0].events][-1] == "RunCompleted"
     assert texts((await join(client, executing, run)).events) == texts(streams[0].events)
+
+
+async def test_a_run_whose_server_is_killed_streams_on_through_the_survivor(
+    servers: list[Server], client: httpx.AsyncClient
+) -> None:
+    doomed, survivor = servers
+    stream, follower = Stream(), Stream()
+    job = "killed: Paris Tokyo Lagos Kyoto"
+    starting = asyncio.create_task(create(client, doomed, job, stream=stream))
+    run = (await stream.first("RunStarted")).data
+    joined = asyncio.create_task(join(client, survivor, run, stream=follower))
+    await follower.first("ToolCallCompleted")  # mid-run, its first batch done
+    doomed.kill()  # for good: this is the module's last test (of each database)
+    with pytest.raises(httpx.HTTPError):
+        await starting
+    # the survivor resumes the run once its lease runs out (a second), the follower on
+    async with asyncio.timeout(30):
+        await joined
+    events = follower.events
+    names = [e.name for e in events]
+    assert names[0] == "RunStarted" and names[-1] == "RunCompleted"
+    assert "RunContinued" in names  # the survivor's execution
+    ids = [e.id for e in events]
+    assert ids == sorted(set(ids))  # every event once, in order
+    assert texts((await join(client, survivor, run)).events) == texts(events)
+    assert ": keep-alive\n\n" in follower.text  # while nobody executed the run
