@@ -64,14 +64,19 @@ class EventLog:
                     events, self._waiting = self._waiting, []
                     if not events:
                         continue
-                    try:
-                        written = await self.storage.append_events(self.run, events)
-                    except Exception:
-                        log.exception("events %d-%d of run %s were lost", events[0].seq,
-                                      events[-1].seq, self.run.run_id)  # fmt: skip
-                        continue
+                    written = await self._append(events)
                 if written:
                     self._stored()
                 # else: another writer took the run over; this execution's next save fails
         finally:
             self._flush = None
+
+    async def _append(self, events: list[RunEvent]) -> bool:
+        """Append between boundaries; a failure costs these events (the run goes on: its
+        next boundary either writes, or fails the execution), never the run."""
+        try:
+            return await self.storage.append_events(self.run, events)
+        except Exception:
+            first, last = events[0].seq, events[-1].seq
+            log.exception("events %d-%d of run %s were lost", first, last, self.run.run_id)
+            return False

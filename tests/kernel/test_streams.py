@@ -5,14 +5,16 @@ when the run stops. (Across processes and databases: tests/http/test_streams.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
 from runpoint import streams
 from runpoint.agent import Agent, tool
+from runpoint.plugins.demo import agents as demo_agents
+from runpoint.plugins.memory import MemoryStorage
 from runpoint.services import Runpoint
-from runpoint.types import RunEvent
+from runpoint.types import Run, RunEvent, RunStatus
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # what every backend must store: the conformance suite's
@@ -78,3 +80,22 @@ async def test_a_follower_behind_what_the_tail_keeps_reads_the_log(
 async def collect(found: AsyncIterator[RunEvent]) -> list[RunEvent]:
     async with asyncio.timeout(10):
         return [e async for e in found]
+
+
+class LogDown(MemoryStorage):
+    """Its event log refuses every write between boundaries."""
+
+    async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
+        raise RuntimeError("the event log is down")
+
+
+async def test_events_lost_between_boundaries_cost_the_run_nothing() -> None:
+    async with Runpoint(demo_agents, storage=LogDown()) as rp:
+        handle = await rp.create_run("travel-agent", "Paris", stream=True)
+        streamed = await collect(handle.events())
+        run = await handle.result()
+    assert run.status is RunStatus.COMPLETED
+    # what boundaries wrote with them is there, in order: the checkpoints, the end
+    names = [e.event for e in streamed]
+    assert "CheckpointCreated" in names and names[-1] == "RunCompleted"
+    assert [e.seq for e in streamed] == sorted({e.seq for e in streamed})
