@@ -107,10 +107,11 @@ messages = Table(
     Column("event_seq", BigInteger),
 )
 
-# Each run's event log, to stream again exactly what its executions reported: the event as
-# compact JSON bytes, `[name, created_at, data]` (its run's ids are the row's run_id), kept
-# as bytes so that PostgreSQL normalises nothing (JSONB would reorder `data`'s keys).
-# SQLite keeps the rows in the key's own b-tree (no rowid): a row is stored once.
+# Each run's event log, to stream again exactly what its executions reported: a row holds
+# the events written together, keyed by the seq of the last, as compact JSON bytes (each
+# event `[seq, name, created_at, data]`, its run's ids the row's run_id), kept as bytes so
+# that PostgreSQL normalises nothing (JSONB would reorder `data`'s keys). SQLite keeps the
+# rows in the key's own b-tree (no rowid): a row is stored once.
 run_events = Table(
     "run_events",
     metadata,
