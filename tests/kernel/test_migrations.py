@@ -11,7 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import SqlStorage, migrate
-from runpoint.plugins.sql.schema import Document, metadata, tool_calls
+from runpoint.plugins.sql.schema import Document, metadata
 from runpoint.services import Runpoint
 from runpoint.types import (
     Checkpoint,
@@ -180,10 +180,7 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
         message_count=1,
     )
     await storage.create_sessions([source, fork], [run], {"r1": [Message("user", "Paris?")]})
-    async with storage.engine.begin() as conn:  # the call's intent (`save` writes events too)
-        await conn.execute(
-            insert(tool_calls).values(run_id="r1", tool_call_id="call_1", started_at=1.0)
-        )
+    await storage.save(run, [], None, intents=["call_1"])  # the call's intent
     result = Message("tool", "2.1M", tool_call_id="call_1", tool_name="get_population")
     await storage.record_tool_result("r1", result)
     assert await storage.claim_key("acme create_run travel-agent", "k1", "f" * 64) is None
