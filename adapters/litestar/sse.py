@@ -110,10 +110,10 @@ async def _kept_alive(frames: AsyncIterator[bytes], seconds: float) -> AsyncIter
                 yield KEEPALIVE
                 continue
             try:
-                frame = upcoming.result()
+                piece = upcoming.result()
             except StopAsyncIteration:
                 return
-            yield frame
+            yield piece
             upcoming = asyncio.ensure_future(anext(frames))
     finally:
         upcoming.cancel()  # the client left: its follower leaves too
