@@ -95,6 +95,13 @@ LISTEN = (
         "text",
         choices=logs.FORMATS,
     ),
+    KEEPALIVE := Option(
+        "--keepalive-seconds",
+        "RUNPOINT_KEEPALIVE_SECONDS",
+        "an event stream quiet this long sends a keep-alive comment",
+        15.0,
+        float,
+    ),
 )
 ACCESS = (
     Option(
@@ -216,6 +223,7 @@ def app_for(rp: Runpoint) -> Litestar:
         auth=auth_from_env(),
         rate_limit=rate_limit(limit) if limit else None,
         max_body_bytes=int(os.environ.get(MAX_BODY.variable, MAX_BODY.default)),
+        keepalive_seconds=float(os.environ.get(KEEPALIVE.variable, KEEPALIVE.default)),
     )
 
 

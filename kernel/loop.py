@@ -10,7 +10,7 @@ pause and a resume after a crash all enter the loop the same way:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ import msgspec
 
 from runpoint import tool_calls, transcript
 from runpoint.agent import Agent
+from runpoint.event_log import EventLog
 from runpoint.host import RunHooks
 from runpoint.model import (
     Model,
@@ -56,8 +57,8 @@ class Execution:
     leases: Leases
     hook: RunHooks
     run: Run
-    emit: Callable[[RunEvent], None]
-    watched: bool  # whether a client streams the run's events (deltas included)
+    events: EventLog
+    watched: bool  # whether the client that started it streams it (the vendor's deltas)
     incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
     transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
@@ -265,7 +266,6 @@ class Execution:
         """Stop before a batch that needs a person's decision (a call to confirm, or one
         that may or may not have run); continue with `tools` resumes here."""
         self.run.status = RunStatus.PAUSED
-        await self.save(checkpoint=None)
         waiting = {c.id for c in tool_calls.undecided(self.agent, calls, self.decisions)} | set(
             self.run.in_doubt
         )
@@ -279,6 +279,7 @@ class Execution:
                 if c.id in waiting
             ],
         )
+        await self.save(checkpoint=None)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 
@@ -286,8 +287,7 @@ class Execution:
         self.run.status = status
         if status is RunStatus.COMPLETED:
             self.event("RunContentCompleted")
-        await self.boundary("end")
-        self.event(event, content=self.run.content, error=self.run.error, usage=self.run.usage)
+        await self.boundary("end", ending=event)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 
@@ -303,8 +303,12 @@ class Execution:
             run=self.run, message=message, index=len(self.transcript) - 1
         )
 
-    async def boundary(self, kind: BoundaryKind, batch: Sequence[ToolCall] = ()) -> None:
-        """Ask the policy; write the checkpoint and the messages it closes together."""
+    async def boundary(
+        self, kind: BoundaryKind, batch: Sequence[ToolCall] = (), ending: str | None = None
+    ) -> None:
+        """Ask the policy; write the checkpoint and the messages it closes together, with
+        the events that tell of them (and `ending`, the event that ends the run, if any):
+        a stream never tells of a write that did not happen."""
         # A run that failed mid-batch ends at the last whole boundary before it.
         index = transcript.safe_boundary(self.transcript, len(self.transcript))
         tools = self.agent.tool_map
@@ -339,24 +343,34 @@ class Execution:
                 message_preview=transcript.preview(last) if last else None,
             )
             self.run.last_checkpoint_at_message_index = index
+            self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
+        if ending is not None:
+            self.event(ending, content=self.content, error=self.run.error, usage=self.run.usage)
         took = stopwatch()
         await self.save(checkpoint)
         if checkpoint is not None:
-            timing = took()
-            self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
             self.hook.runpoint_checkpoint_written(
-                run=self.run, checkpoint=checkpoint, timing=timing
+                run=self.run, checkpoint=checkpoint, timing=took()
             )
 
+    @property
+    def content(self) -> str | None:
+        """The run's content: its last answer's."""
+        return transcript.final_content(self.transcript[self.run.own_start :])
+
     async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
+        """A durable boundary, with the events waiting to be stored."""
         self.leases.stamp(self.run)
-        self.run.content = transcript.final_content(self.transcript[self.run.own_start :])
+        self.run.content = self.content
         self.run.updated_at = now()
-        await self.storage.save(self.run, self.unsaved, checkpoint, intents=intents)
+        async with self.events.writing() as events:
+            await self.storage.save(
+                self.run, self.unsaved, checkpoint, intents=intents, events=events
+            )
         self.unsaved = []
 
     def event(self, name: str, /, **data: Any) -> None:
-        self.emit(
+        self.events.add(
             RunEvent(
                 event=name,
                 run_id=self.run.run_id,

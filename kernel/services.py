@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Literal
 
 from runpoint.agent import Agent
@@ -26,7 +26,7 @@ from runpoint.runqueue import Watched
 from runpoint.session_checkpoints import SessionCheckpoints
 from runpoint.sessions import Sessions
 from runpoint.storage import Migrated, Storage
-from runpoint.types import Checkpoint, Decision, Message, Run, Session, new_id
+from runpoint.types import Checkpoint, Decision, Message, Run, RunEvent, Session, new_id
 
 
 class Runpoint:
@@ -170,6 +170,20 @@ class Runpoint:
         return await self.commands.create_run(
             request, stream=stream, idempotency_key=idempotency_key
         )
+
+    async def follow(
+        self,
+        run_id: str,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        after: int = 0,
+    ) -> AsyncIterator[list[RunEvent]]:
+        """The run's events whose seq is past `after`: the stored ones, then the live ones
+        until it stops or pauses, whichever process executes it; in the batches they came
+        in (see runpoint.streams)."""
+        run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+        return self.executor.streams.follow(run, after)
 
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None

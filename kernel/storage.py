@@ -24,6 +24,7 @@ from runpoint.types import (
     Role,
     Rollback,
     Run,
+    RunEvent,
     Segment,
     Session,
     SessionCapture,
@@ -75,13 +76,15 @@ class TranscriptStore(Protocol):
         *,
         intents: Sequence[str] = (),
         answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
         `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
         (unless the run has one at its index: the first stands, so an id once announced
-        stays resolvable), and record that
-        the side-effecting calls `intents` (tool_call_ids) are about to run. The messages
-        take the next places of the session's event log, then the boundary takes one.
+        stays resolvable), record that the side-effecting calls `intents` (tool_call_ids)
+        are about to run, and append `events` to the run's event log (as `append_events`).
+        The messages take the next places of the session's event log, then the boundary
+        takes one.
 
         One writer per run: this raises Conflict (writing nothing) if the run was written
         since it was read (its `revision` moved on), and bumps `run.revision` when it
@@ -122,6 +125,23 @@ class TranscriptStore(Protocol):
         never recorded are absent."""
 
 
+class EventStore(Protocol):
+    """Each run's event log: what its executions reported, kept to be streamed again."""
+
+    async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
+        """Append `events` (their `seq` set, increasing, past the run's stored ones) to the
+        run's log if its revision is still `run.revision` (one writer per run); False
+        (nothing written) otherwise. An event is stored exactly as given: every field but
+        its run's ids reads back equal (`data` in its key order, `created_at` to the bit)."""
+
+    async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:
+        """The run's stored events whose `seq` is past `after`, in order, `limit` at most,
+        with the run's ids (run, session, agent)."""
+
+    async def last_event_seq(self, run_id: str) -> int:
+        """The `seq` of the run's last stored event; 0 if it has none."""
+
+
 class SessionStore(Protocol):
     """Sessions, their locks and rollbacks, and session checkpoints."""
 
@@ -146,10 +166,10 @@ class SessionStore(Protocol):
         """Set the session's `session_name` (None: no name); False if unknown."""
 
     async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
-        """Delete sessions with their runs, messages, checkpoints and session checkpoints,
-        all or nothing; False (nothing deleted) if one is unknown. Raises Conflict while a
-        run of one is in flight, or a session not among them forks one (its runs read
-        their messages)."""
+        """Delete sessions with their runs, messages, events, checkpoints and session
+        checkpoints, all or nothing; False (nothing deleted) if one is unknown. Raises
+        Conflict while a run of one is in flight, or a session not among them forks one
+        (its runs read their messages)."""
 
     async def lock_session(
         self, session_id: str, reason: str, rollback: Rollback | None = None
@@ -251,6 +271,7 @@ class SecretStore(Protocol):
 class Storage(
     RunStore,
     TranscriptStore,
+    EventStore,
     SessionStore,
     LeaseStore,
     IdempotencyKeyStore,

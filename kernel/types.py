@@ -277,7 +277,8 @@ class Session(msgspec.Struct, omit_defaults=True):
 
 
 class RunEvent(msgspec.Struct, omit_defaults=True):
-    """What a run reports while it goes: streamed to clients, passed to plugins."""
+    """What a run reports while it goes: stored in its run's event log, streamed to
+    clients from there, passed to plugins."""
 
     event: str
     run_id: str
@@ -285,6 +286,9 @@ class RunEvent(msgspec.Struct, omit_defaults=True):
     agent_id: str
     created_at: float = msgspec.field(default_factory=now)
     data: dict[str, Any] = {}
+    # its place in its run's event log, from 1 (0 until it has one): increasing, and the
+    # same for every reader, since an event is sent only once it is stored
+    seq: int = 0
 
 
 class SessionCheckpointStatus(enum.StrEnum):

@@ -27,7 +27,7 @@ from runpoint.agent import Agent
 from runpoint.host import PluginHost
 from runpoint.services import Runpoint
 
-from . import inputs, reference, sessions
+from . import inputs, reference, sessions, sse
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
 from .security import PUBLIC, Authenticate, FailureBudget
@@ -45,6 +45,7 @@ def create_app(
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
     **options: Any,
 ) -> Litestar:
     """The app serving `agents` from `database` (a URL: the CLI gives its default);
@@ -52,7 +53,13 @@ def create_app(
     prometheus_client is installed, unless `host` says otherwise."""
     options.setdefault("host", PluginHost(observers()))
     runpoint = Runpoint(agents, database=database, **options)
-    return build(runpoint, auth=auth, rate_limit=rate_limit, max_body_bytes=max_body_bytes)
+    return build(
+        runpoint,
+        auth=auth,
+        rate_limit=rate_limit,
+        max_body_bytes=max_body_bytes,
+        keepalive_seconds=keepalive_seconds,
+    )
 
 
 def build(
@@ -62,12 +69,14 @@ def build(
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
 ) -> Litestar:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
     (as often as they like without it; it budgets each address's failed authentications
-    alike), with bodies of at most `max_body_bytes`. If `rp` traces (its host has a
-    `Tracing`), each request is a span, the parent of the runs it starts."""
+    alike), with bodies of at most `max_body_bytes`; an event stream quiet for
+    `keepalive_seconds` sends a comment. If `rp` traces (its host has a `Tracing`), each
+    request is a span, the parent of the runs it starts."""
     doc = doc or document()
     auth = auth or Auth()
     served = reference.served(doc, open_=auth.is_open)
@@ -94,7 +103,10 @@ def build(
     tracing = rp.host.find(Tracing)
     return Litestar(
         route_handlers=[
-            *(_route(rp, path, path_ops, handlers) for path, path_ops in paths.items()),
+            *(
+                _route(rp, path, path_ops, handlers, keepalive_seconds)
+                for path, path_ops in paths.items()
+            ),
             ui,
             *reference.routes(served),
         ],
@@ -130,7 +142,7 @@ class ConsoleFiles(BaseLocalFileSystem):
             raise FileNotFoundError(str(path)) from exc
 
 
-def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
+def _endpoint(rp: Runpoint, op: Operation, handler: Handler, keepalive: float) -> Endpoint:
     arguments = list(inspect.signature(handler).parameters)[1:]
     if sorted(arguments) != sorted(f.name for f in op.fields):
         raise SpecError(
@@ -142,6 +154,8 @@ def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
         reply = await handler(rp, **await inputs.read(request, op))
         if isinstance(reply, Response):
             return reply
+        if isinstance(reply, sse.EventStream):
+            return reply.response(keepalive)
         body = b"" if reply is None else encode(reply)
         return Response(body, status_code=op.status, media_type=JSON)
 
@@ -149,13 +163,13 @@ def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
 
 
 def _route(
-    rp: Runpoint, path: str, ops: list[Operation], handlers: dict[str, Handler]
+    rp: Runpoint, path: str, ops: list[Operation], handlers: dict[str, Handler], keepalive: float
 ) -> HTTPRouteHandler:
     """One Litestar route per path, whatever its methods (Litestar answers OPTIONS with a
     stale Allow header when one path is registered in parts)."""
     if len({op.public for op in ops}) > 1:
         raise SpecError(f"{path}: some of its operations are public and some are not")
-    endpoints = {op.method: _endpoint(rp, op, handlers[op.operation_id]) for op in ops}
+    endpoints = {op.method: _endpoint(rp, op, handlers[op.operation_id], keepalive) for op in ops}
 
     async def route(request: Request[Any, Any, Any]) -> Response[Any]:
         return await endpoints[request.method](request)

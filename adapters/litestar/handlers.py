@@ -2,8 +2,8 @@
 sessions.py, and `get_openapi`, which serves the document the app is built from, in
 reference.py); the app routes each operation to the function of that name. A handler's
 keyword arguments are the operation's validated inputs (path and query parameters and
-body fields, by name); it returns a wire struct, a list of them, a ready Response (a
-stream), or None for an empty body."""
+body fields, by name); it returns a wire struct, a list of them, a ready Response, a run's
+events (`sse.EventStream`), or None for an empty body."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from .inputs import integer
 from .session_wire import SessionWire
 from .timelines import Timelines
 
-Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
+Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | sse.EventStream | None
 Handler = Callable[..., Awaitable[Reply]]
 HANDLERS: dict[str, Handler] = {}
 
@@ -134,6 +134,23 @@ async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id:
 
 
 @operation
+async def get_agent_run_events(
+    rp: Runpoint,
+    *,
+    agent_id: str,
+    run_id: str,
+    session_id: str,
+    last_event_id: int | None,
+    after: int | None,
+    events: sse.Events,
+) -> Reply:
+    # a reconnecting EventSource sends the header, with the URL (and `after`) it first had
+    point = next((p for p in (last_event_id, after) if p is not None), 0)
+    found = await rp.follow(run_id, session_id=session_id, agent_id=agent_id, after=point)
+    return sse.EventStream(found, events)
+
+
+@operation
 async def cancel_agent_run(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str | None
 ) -> Reply:
@@ -219,7 +236,7 @@ async def _started(
     """A started run's response: its event stream, at once its id (background), or the
     run once it stops. A retry's (see Idempotency-Key) events went to the first request."""
     if stream and not handle.replayed:
-        return sse.stream(handle, events)
+        return sse.EventStream(handle.batches(), events)
     if background:
         run = handle.run
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)

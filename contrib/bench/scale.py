@@ -41,7 +41,16 @@ from statements import Statements
 from runpoint.agent import Agent, tool
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, KeyAnswer, Message, Run, Segment, Session, new_id
+from runpoint.types import (
+    Checkpoint,
+    KeyAnswer,
+    Message,
+    Run,
+    RunEvent,
+    Segment,
+    Session,
+    new_id,
+)
 
 QUESTION = "Paris, Tokyo and Lagos"
 
@@ -68,13 +77,22 @@ class TimedStorage(SqlStorage):
         *,
         intents: Sequence[str] = (),
         answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
         start = time.perf_counter()
-        await super().save(run, messages, cp, intents=intents, answering=answering)
+        await super().save(run, messages, cp, intents=intents, answering=answering, events=events)
         took = time.perf_counter() - start
         self.seconds += took
         if cp is not None:
             self.checkpoint_writes.append(took)
+
+    async def append_events(self, *args: Any, **kwargs: Any) -> bool:
+        """A run's events written between its boundaries."""
+        start = time.perf_counter()
+        try:
+            return await super().append_events(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
 
     async def read_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
         start = time.perf_counter()

@@ -13,26 +13,23 @@ handed to the database ("written") against those it holds at the end ("stored"),
 rewrite of the run per checkpoint would show as a ratio far above 1; and what the disk was
 asked to write for them (see disk.py): on SQLite this process's writes, its WAL and, at
 checkpoints, its database file; on PostgreSQL the server's writes and its WAL. A "write" is
-one transaction of the run: its birth with its input, and each boundary it saves. On
-SQLite the benchmark then says what one write of a 10-message run puts in the WAL, page
-by page (see walpages.py).
+one transaction of the run: its birth with its input, and each boundary it saves. The
+run's event log is among the documents written and stored (each event is written once);
+"events/stored" is its share of what is stored. On SQLite the benchmark then says what
+one write of a 10-message run puts in the WAL, page by page (see walpages.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import itertools
 import math
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import walpages
-from databases import NewDatabase, databases
+from databases import NewDatabase, run_on_databases
 from disk import written
 from documents import WrittenDocuments, stored_bytes
 from sqlalchemy.engine import make_url
@@ -40,6 +37,7 @@ from sqlalchemy.engine import make_url
 from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
+from runpoint.plugins.sql.schema import run_events
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.types import ToolCall
@@ -108,6 +106,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
         disk, writes = await written(database) - before, storage.writes
         stored = await stored_bytes(storage.engine)
         write_ratio = documents.bytes / stored
+        event_share = await stored_bytes(storage.engine, [run_events.c.data]) / stored
         repeat = 200 if size <= 1_000 else 50
 
         # a session whose one run is this one (copy-on-write), checkpointed and rolled back
@@ -130,6 +129,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
             "messages": run.message_count,
             "build_ms": 1000 * statistics.median(builds),
             "write_ratio": write_ratio,
+            "event_share": event_share,
             "writes": writes / copies,
             "stored": stored / copies,
             **{name: math.nan if n is None else n / copies for name, n in disk._asdict().items()},
@@ -162,12 +162,14 @@ async def main(databases: NewDatabase) -> None:
     results = {size: await measure(size, await databases(f"bench_{size}")) for size in SIZES}
     on_sqlite = make_url(await databases("bench_pages")).get_backend_name() == "sqlite"
     print(
-        f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'timeline ms':>12} "
+        f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'events/stored':>14} "
+        f"{'timeline ms':>12} "
         f"{'snapshot@mid ms':>16} {'fork@end ms':>12} {'session ckpt+rollback ms':>25}"
     )
     for r in results.values():
         print(
             f"{r['messages']:>9.0f} {r['build_ms']:>9.1f} {r['write_ratio']:>15.2f} "
+            f"{r['event_share']:>14.2f} "
             f"{r['timeline_ms']:>12.2f} {r['snapshot_ms']:>16.2f} {r['fork_ms']:>12.2f} "
             f"{r['session_ms']:>25.2f}"
         )
@@ -227,8 +229,4 @@ def print_pages(commits: walpages.Commits, path: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
-        asyncio.run(main(new))
+    run_on_databases(__doc__.splitlines()[0], main)

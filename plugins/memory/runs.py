@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 import msgspec
 
 from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
-from runpoint.types import Checkpoint, KeyAnswer, Message, Run
+from runpoint.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
 
 
 class Runs(Tables):
@@ -53,9 +53,10 @@ class Runs(Tables):
         *,
         intents: Sequence[str] = (),
         answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
         with self._answering(answering):
-            self._save(run, messages, checkpoint, intents)
+            self._save(run, messages, checkpoint, intents, events)
 
     async def request_cancel(self, run_id: str) -> bool:
         run = self._runs.get(run_id)

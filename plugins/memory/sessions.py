@@ -78,6 +78,7 @@ class Sessions(Tables):
                 del self._runs[run_id]
                 self._messages.pop(run_id, None)
                 self._checkpoints.pop(run_id, None)
+                self._events.pop(run_id, None)
             del self._sessions[session_id]
         self._tool_calls = {k: v for k, v in self._tool_calls.items() if k[0] in self._runs}
         self._session_checkpoints = {

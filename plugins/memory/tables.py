@@ -21,6 +21,7 @@ from runpoint.types import (
     KeyClaim,
     Message,
     Run,
+    RunEvent,
     RunStatus,
     Session,
     SessionCheckpoint,
@@ -67,6 +68,7 @@ class Tables:
         # a run's own messages and checkpoints, by index
         self._messages: dict[str, dict[int, Message]] = {}
         self._checkpoints: dict[str, dict[int, Checkpoint]] = {}
+        self._events: dict[str, list[RunEvent]] = {}  # a run's event log, in order
         self._tool_calls: dict[tuple[str, str], Message | None] = {}
         self._keys: dict[tuple[str, str], KeyRow] = {}
         self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
@@ -99,12 +101,14 @@ class Tables:
         messages: Sequence[Message],
         checkpoint: Checkpoint | None = None,
         intents: Sequence[str] = (),
+        events: Sequence[RunEvent] = (),
     ) -> None:
         """A boundary, as `save` writes it (see `runpoint.storage.Storage.save`)."""
         stored = self._runs.get(run.run_id)
         session = self._sessions.get(run.session_id)
         if stored is None or session is None or stored.revision != run.revision:
             raise Conflict(f"run {run.run_id} was changed by another writer")
+        self._append_events(run.run_id, events)
         # one place in the session's event log per message, then one for the boundary
         session.event_seq += len(messages) + 1
         first = run.message_count - len(messages)
@@ -145,6 +149,11 @@ class Tables:
         """The key's claim if it is `claim.owner`'s and unanswered."""
         row = self._keys.get((claim.scope, claim.key))
         return row if row is not None and row.owner == claim.owner and row.answer is None else None
+
+    def _append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
+        log = self._events.setdefault(run_id, [])
+        last = log[-1].seq if log else 0
+        log += [copy(e) for e in events if e.seq > last]  # a seq taken already stands
 
     def _refuse_taken_runs(self, runs: Sequence[Run]) -> None:
         ids = [r.run_id for r in runs]

@@ -24,13 +24,15 @@ NO_END = 2**31 - 1
 
 class Boundary(NamedTuple):
     """What one `save` writes, encoded: the run's state, its new messages (index, role,
-    document), its checkpoint (index, document) and the side-effecting calls about to run."""
+    document), its checkpoint (index, document), the side-effecting calls about to run and
+    its events (seq, document)."""
 
     run: Run
     state: bytes
     messages: Sequence[tuple[int, str, bytes]]
     checkpoint: tuple[int, bytes] | None
     intents: Sequence[str]
+    events: Sequence[tuple[int, bytes]]
 
 
 class Database(abc.ABC):
@@ -84,3 +86,8 @@ class Database(abc.ABC):
         then one for itself (its status change, and its checkpoint if any). The cursor is
         taken first (the session's row, then the run's: the lock order of every session
         writer); the rest is written only if the run's row was."""
+
+    @abc.abstractmethod
+    async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
+        """Insert event rows (seq, document) if the run's revision is still `run.revision`
+        (a seq stored already stands); False if it is not (nothing written)."""

@@ -4,6 +4,7 @@ session's birth with its runs, each in one statement."""
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
@@ -25,7 +26,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -35,11 +36,12 @@ from runpoint.plugins.sql.schema import (
     Document,
     checkpoints,
     messages,
+    run_events,
     runs,
     sessions,
     tool_calls,
 )
-from runpoint.types import now
+from runpoint.types import Run, now
 
 
 def _identity(value: Any) -> Any:
@@ -51,7 +53,12 @@ class PostgreSQL(Database):
         # documents are already JSON: hand them to JSONB and back untouched
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
         super().__init__(url, **(untouched | engine_options))
-        self._save = _Statement.compile(_save(), self.engine.dialect)
+        # a boundary with events, and one without (a new run's input; the schema before 0013)
+        self._save = {
+            with_events: _Statement.compile(_save(with_events), self.engine.dialect)
+            for with_events in (False, True)
+        }
+        self._append_events = _Statement.compile(_append_events(), self.engine.dialect)
         self._births: dict[_Shape, _Statement] = {}
 
     def locking(self, query: Select[Any]) -> Select[Any]:
@@ -100,13 +107,31 @@ class PostgreSQL(Database):
             "checkpoint_documents": [mark[1].decode()] if mark else [],
             "intents": list(boundary.intents),
             "started_at": now(),
+            "event_seqs": [seq for seq, _ in boundary.events],
+            "event_documents": [data for _, data in boundary.events],
         }
-        saved = await conn.exec_driver_sql(self._save.sql, self._save.parameters(values))
+        save = self._save[bool(boundary.events)]
+        saved = await conn.exec_driver_sql(save.sql, save.parameters(values))
         cancel_requested: bool | None = saved.scalar()
         return cancel_requested
 
+    async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
+        """One statement: the rows go in only while the run's row, locked against a writer
+        that would claim it meanwhile, has the writer's revision."""
+        values = {
+            "run_id": run.run_id,
+            "revision": run.revision,
+            "event_seqs": [seq for seq, _ in events],
+            "event_documents": [data for _, data in events],
+        }
+        async with self.autocommit.connect() as conn:
+            found = await conn.exec_driver_sql(
+                self._append_events.sql, self._append_events.parameters(values)
+            )
+            return found.scalar() is not None
 
-def _save() -> Select[tuple[bool]]:
+
+def _save(with_events: bool) -> Select[tuple[bool]]:
     """`save`'s statement (see `Database.write_boundary`): the log's places are taken only
     if the run's revision matches, the run's row only then, the rows only with the run's."""
     run_id = bindparam("run_id", type_=String)
@@ -173,11 +198,45 @@ def _save() -> Select[tuple[bool]]:
         ["run_id", "tool_call_id", "started_at"],
         select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
     )
-    return select(run.c.cancel_requested).add_cte(
-        new_messages.cte("new_messages"),
-        new_checkpoint.cte("new_checkpoint"),
-        intents.cte("intents"),
+    writes = [new_messages.cte("new_messages"), new_checkpoint.cte("new_checkpoint")]
+    writes += [intents.cte("intents")]
+    if with_events:
+        writes += [_new_events(run.c.run_id).cte("new_events")]
+    return select(run.c.cancel_requested).add_cte(*writes)
+
+
+def _new_events(run_id: Any) -> Insert:
+    """The event rows of `event_seqs` and `event_documents`, for the run of `run_id` (a
+    column of a CTE: none if it has no row); a seq stored already stands."""
+    new = (
+        func.unnest(
+            bindparam("event_seqs", type_=ARRAY(Integer)),
+            bindparam("event_documents", type_=ARRAY(BYTEA)),
+        )
+        .table_valued("seq", "data")
+        .render_derived("e")
     )
+    rows = select(run_id, new.c.seq, new.c.data)
+    return (
+        postgresql.insert(run_events)
+        .from_select(["run_id", "seq", "data"], rows)
+        .on_conflict_do_nothing()
+    )
+
+
+def _append_events() -> Select[tuple[str]]:
+    """`append_events`' statement: the run's id if its revision is the writer's (rows
+    written), else no row (nothing written)."""
+    writer = (
+        select(runs.c.run_id)
+        .where(
+            runs.c.run_id == bindparam("run_id", type_=String),
+            runs.c.revision == bindparam("revision", type_=Integer),
+        )
+        .with_for_update(read=True)
+        .cte("writer")
+    )
+    return select(writer.c.run_id).add_cte(_new_events(writer.c.run_id).cte("new_events"))
 
 
 # the tables a birth writes, in the order of `Births`

@@ -127,6 +127,20 @@ messages = Table(
     Column("event_seq", BigInteger),
 )
 
+# Each run's event log, to stream again exactly what its executions reported: a row holds
+# the events written together, keyed by the seq of the last, as compact JSON bytes (each
+# event `[seq, name, created_at, data]`, its run's ids the row's run_id), kept as bytes so
+# that PostgreSQL normalises nothing (JSONB would reorder `data`'s keys). SQLite keeps the
+# rows in the key's own b-tree (no rowid): a row is stored once.
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("data", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
+)
+
 # A side-effecting tool call is recorded before it runs and again when it ends, so a
 # resumed run never runs it twice: finished calls replay, unfinished ones are in doubt.
 tool_calls = Table(

@@ -17,7 +17,7 @@ from runpoint.plugins.sql.documents import Decoder, document
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import run_row
-from runpoint.plugins.sql.schema import checkpoints, messages, session_checkpoints
+from runpoint.plugins.sql.schema import checkpoints, messages, run_events, session_checkpoints
 
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
 from runpoint.plugins.sql.schema import runs as runs_table
@@ -100,6 +100,7 @@ class SqlSessions:
             run_ids = select(runs_table.c.run_id).where(runs_table.c.session_id.in_(doomed))
             await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
             await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
+            await conn.execute(delete(run_events).where(run_events.c.run_id.in_(run_ids)))
             await conn.execute(
                 delete(session_checkpoints).where(session_checkpoints.c.session_id.in_(doomed))
             )

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from runpoint.errors import needs_extra
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
 from runpoint.plugins.sql.runs import SqlRuns
@@ -24,6 +25,7 @@ from runpoint.plugins.sql.transcripts import SqlTranscripts
 class SqlStorage(
     SqlRuns,
     SqlTranscripts,
+    SqlEvents,
     SqlSessions,
     SqlSessionCheckpoints,
     SqlLeases,

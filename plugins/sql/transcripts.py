@@ -12,10 +12,20 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.database import NO_END, Boundary, Database
 from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.events import event_rows
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
 from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
-from runpoint.types import Checkpoint, KeyAnswer, Message, MessageView, Role, Run, Segment
+from runpoint.types import (
+    Checkpoint,
+    KeyAnswer,
+    Message,
+    MessageView,
+    Role,
+    Run,
+    RunEvent,
+    Segment,
+)
 
 _decode_message = Decoder(Message)
 _decode_view = Decoder(MessageView)
@@ -40,6 +50,7 @@ async def write_boundary(
     new_messages: Sequence[Message],
     checkpoint: Checkpoint | None,
     intents: Sequence[str] = (),
+    events: Sequence[RunEvent] = (),
 ) -> None:
     """`save` on a connection: in its own transaction, or in a caller's."""
     first = run.message_count - len(new_messages)
@@ -49,6 +60,7 @@ async def write_boundary(
         [(first + i, m.role, document(m)) for i, m in enumerate(new_messages)],
         None if checkpoint is None else (checkpoint.message_index, document(checkpoint)),
         intents,
+        event_rows(events),
     )
     cancel_requested = await db.write_boundary(conn, boundary)
     if cancel_requested is None:
@@ -68,11 +80,12 @@ class SqlTranscripts:
         *,
         intents: Sequence[str] = (),
         answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
         # a boundary that answers a key is a transaction with the answer
         async with self.db.single_write() if answering is None else self.db.write() as conn:
             await record_answer(conn, answering)
-            await write_boundary(self.db, conn, run, messages, checkpoint, intents)
+            await write_boundary(self.db, conn, run, messages, checkpoint, intents, events)
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0
