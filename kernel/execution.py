@@ -234,8 +234,12 @@ class Executor:
         handle = await self._start(agent, run, [], False)
         await handle.result()
 
-    async def _recovered(self, run: Run) -> RunHandle:
-        """Resume a run claimed from a process that died."""
+    async def _recovered(self, run: Run) -> RunHandle | None:
+        """Resume a run claimed from a process that died, or tell of one given up."""
+        if run.status is RunStatus.ERROR:
+            self.streams.stored(run.run_id)
+            self.host.hook.runpoint_run_finished(run=run)
+            return None
         self.host.hook.runpoint_run_recovered(run=run)
         agent = self.queries.agent(run.agent_id)
         return await self._start(agent, run, [], False, resumed=True)

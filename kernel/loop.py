@@ -370,15 +370,7 @@ class Execution:
         self.unsaved = []
 
     def event(self, name: str, /, **data: Any) -> None:
-        self.events.add(
-            RunEvent(
-                event=name,
-                run_id=self.run.run_id,
-                session_id=self.run.session_id,
-                agent_id=self.run.agent_id,
-                data={k: v for k, v in data.items() if v is not None},
-            )
-        )
+        self.events.add(RunEvent.of(self.run, name, **data))
 
 
 def announce(hook: RunHooks, run: Run, incoming: Sequence[Message]) -> None:

@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
 from runpoint.errors import Conflict
 from runpoint.storage import Storage
-from runpoint.types import Lease, Run, RunStatus, new_id, now
+from runpoint.types import Lease, Run, RunEvent, RunStatus, new_id, now
 
 log = logging.getLogger(__name__)
 
@@ -93,34 +93,40 @@ class Leases:
         self,
         active: Callable[[], Collection[str]],
         agents: Collection[str],
-        resume: Callable[[Run], Awaitable[object]],
+        claimed: Callable[[Run], Awaitable[object]],
     ) -> None:
-        """Renew this process's leases and resume runs whose process died, forever."""
+        """Renew this process's leases and claim runs whose process died, forever: each
+        claimed run goes to `claimed`, RUNNING to be resumed, or ERROR if it was given up."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
                 if running := active():
                     await self.storage.renew_leases(self.owner, running, now() + self.lease_seconds)
                 for run in await self.storage.expired_runs(now(), agents):
-                    await self._recover(run, resume)
+                    await self._recover(run, claimed)
             except Exception:  # a lost database connection must not end the watch
                 log.exception("lease watch failed; retrying")
 
-    async def _recover(self, run: Run, resume: Callable[[Run], Awaitable[object]]) -> None:
+    async def _recover(self, run: Run, claimed: Callable[[Run], Awaitable[object]]) -> None:
+        ending: list[RunEvent] = []
         if run.recoveries >= self.max_recoveries:
             run.status = RunStatus.ERROR
             run.error = (
                 f"the run's process was lost {run.recoveries + 1} times; "
                 f"it was resumed {run.recoveries} times and is not resumed again"
             )
+            # its stream ends as any run's that failed, with the reason
+            error = RunEvent.of(run, "RunError", error=run.error, usage=run.usage)
+            error.seq = await self.storage.last_event_seq(run.run_id) + 1
+            ending.append(error)
         else:
             run.recoveries += 1
             run.status = RunStatus.RUNNING  # a PENDING run never got going: start it
         self.stamp(run)
         try:
-            await self.storage.save(run, [], None)  # the claim: one process wins
+            await self.storage.save(run, [], None, events=ending)  # the claim: one process wins
         except Conflict:
             return
         if run.status is RunStatus.RUNNING:
             log.info("resuming run %s after its process was lost", run.run_id)
-            await resume(run)
+        await claimed(run)

@@ -290,6 +290,17 @@ class RunEvent(msgspec.Struct, omit_defaults=True):
     # same for every reader, since an event is sent only once it is stored
     seq: int = 0
 
+    @classmethod
+    def of(cls, run: Run, name: str, /, **data: Any) -> RunEvent:
+        """`run`'s event `name`, with the fields of `data` that are not None."""
+        return cls(
+            event=name,
+            run_id=run.run_id,
+            session_id=run.session_id,
+            agent_id=run.agent_id,
+            data={k: v for k, v in data.items() if v is not None},
+        )
+
 
 class SessionCheckpointStatus(enum.StrEnum):
     PENDING = "PENDING"

@@ -66,13 +66,26 @@ async def test_a_run_that_keeps_dying_ends_in_error(
 ) -> None:
     counter = tmp_path / "calls.txt"
     monkeypatch.setenv("COUNTER", str(counter))
+    finished: list[tuple[str, RunStatus]] = []
+
+    class Watcher:
+        @hookimpl
+        def runpoint_run_finished(self, run: Run) -> None:
+            finished.append((run.run_id, run.status))
+
     run_id = await crashing.kill(database, counter)
-    options = {"lease_seconds": 0.5, "max_recoveries": 0}
+    options = {"lease_seconds": 0.5, "max_recoveries": 0, "host": PluginHost([Watcher()])}
     async with Runpoint([crashing.agent], database=database, **options) as rp:  # type: ignore[arg-type]
+        # a client that joined the run's stream before it was given up sees it end
+        events = [e async for batch in await rp.follow(run_id) for e in batch]
         run = await until(rp, run_id, RunStatus.ERROR)
-        assert run.error == (
+        reason = (
             "the run's process was lost 1 times; it was resumed 0 times and is not resumed again"
         )
+        assert run.error == reason
+        assert (events[-1].event, events[-1].data["error"]) == ("RunError", reason)
+        assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        assert finished == [(run_id, RunStatus.ERROR)]
         # a person can still finish it: continue from end resumes it
         resumed = await (await rp.continue_run(run_id)).result()
         assert resumed.status is RunStatus.COMPLETED
