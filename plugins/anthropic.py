@@ -30,6 +30,14 @@ if TYPE_CHECKING:
 # The Messages API requires a limit; this one is used when the agent sets none.
 DEFAULT_MAX_TOKENS = 8192
 MESSAGES = "/v1/messages"
+# `messages.create` refuses a single call that may take over 10 minutes, reckoning 128,000
+# tokens an hour; runpoint streams such a call instead
+LONGEST_SINGLE_CALL = 128_000 * 600 // 3600
+# what `messages.stream` tells the vendor it is
+STREAM_HELPER_HEADERS = {
+    "X-Stainless-Helper-Method": "stream",
+    "X-Stainless-Stream-Helper": "messages",
+}
 
 
 @dataclass
@@ -65,9 +73,20 @@ class Claude(VendorModel["AsyncAnthropic"]):
         return msgspec.json.encode(params | body | more)
 
     async def _respond(self, client: AsyncAnthropic, request: ModelRequest) -> ModelResponse:
+        from anthropic import DEFAULT_TIMEOUT
         from anthropic.types import Message
 
-        message = await client.post(MESSAGES, cast_to=Message, content=self._content(request))
+        if (self.max_tokens or DEFAULT_MAX_TOKENS) > LONGEST_SINGLE_CALL:
+            async for chunk in self._stream(client, request):
+                if isinstance(chunk, ModelResponse):
+                    return chunk
+        message = await client.post(
+            MESSAGES,
+            cast_to=Message,
+            content=self._content(request),
+            # as `messages.create`, which names the default timeout in the request's headers
+            options={"timeout": DEFAULT_TIMEOUT} if client.timeout == DEFAULT_TIMEOUT else {},
+        )
         return vm.from_claude(message)
 
     async def _stream(self, client: AsyncAnthropic, request: ModelRequest) -> AsyncIterator[Chunk]:
@@ -79,6 +98,7 @@ class Claude(VendorModel["AsyncAnthropic"]):
             MESSAGES,
             cast_to=Message,
             content=self._content(request, stream=True),
+            options={"headers": STREAM_HELPER_HEADERS},
             stream=True,
             stream_cls=AsyncStream[RawMessageStreamEvent],
         )

@@ -146,3 +146,46 @@ async def test_the_vendor_call_is_streamed_only_when_a_client_streams_the_run(
     assert run.status is RunStatus.COMPLETED, run.error
     assert run.content == "Paris has 2.1M people."
     assert bool(api.server.requests[0].body.get("stream")) is watched
+
+
+@pytest.mark.parametrize("watched", [True, False], ids=["streamed", "one call"])
+async def test_the_anthropic_request_has_the_headers_of_the_sdks_own_call(
+    apis: dict[str, Api], watched: bool
+) -> None:
+    """The helper method's telemetry headers and the read timeout (which the SDK works out
+    for a single call from max_tokens) are those of `messages.stream` or `.create`."""
+    api = apis["anthropic"]
+    model = api.model(max_tokens=1024)
+    request = ModelRequest(None, HISTORY, [tool(get_population).schema], watched=watched)
+    api.server.play(Turn("Voilà."), Turn("Voilà."))
+
+    [*_, response] = [chunk async for chunk in model.stream(request)]
+    assert isinstance(response, ModelResponse) and response.content == "Voilà."
+    arguments = model._params(request)
+    arguments |= arguments.pop("extra_body")
+    if watched:
+        async with model.client().messages.stream(**arguments) as stream:
+            await stream.get_final_message()
+    else:
+        await model.client().messages.create(**arguments)
+
+    ours, sdks = (
+        {k: v for k, v in r.headers.items() if k != "content-length"} for r in api.server.requests
+    )
+    assert ours == sdks
+
+
+async def test_a_claude_call_that_may_outlast_ten_minutes_is_streamed(
+    apis: dict[str, Api],
+) -> None:
+    """`messages.create` refuses a single call whose max_tokens may take over 10 minutes;
+    a turn nobody watches streams it instead of failing."""
+    api = apis["anthropic"]
+    request = ModelRequest(None, HISTORY, [], watched=False)
+    api.server.play(Turn("Court."), Turn("Long."))
+
+    for max_tokens in (21_333, 21_334):
+        [*_, response] = [c async for c in api.model(max_tokens=max_tokens).stream(request)]
+        assert isinstance(response, ModelResponse)
+
+    assert [r.body.get("stream") for r in api.server.requests] == [None, True]
