@@ -327,4 +327,5 @@ def serve(args: argparse.Namespace) -> None:
         log_level=args.log_level,
         log_config=log_config,  # every line in one format, in each worker too
         access_log=False,  # RequestLog's lines say more
+        ws="none",  # nothing here is a WebSocket: its protocol's import is start-up time
     )

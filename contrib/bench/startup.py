@@ -1,6 +1,11 @@
 """Start-up benchmark: how soon `runpoint serve` answers and a CLI command exits.
 
-    .venv/bin/python contrib/bench/startup.py [--rounds 5] [--top 12]
+    .venv/bin/python contrib/bench/startup.py [--rounds 5] [--top 12] [--python PATH]
+
+`--python` names the interpreter of the installation to measure (its venv's `runpoint`
+runs), e.g. a venv holding only `pip install runpoint`, which is what a user serves
+with: the dev venv's extras (the vendor SDKs, which bring pydantic; libraries Litestar
+finds installed and loads plugins for) make its figures larger.
 
 Times, from exec, `runpoint serve`'s first 200 from /health (the demo agents on SQLite:
 a restart, on a database at the head revision, and a first start, on a new file, which
@@ -34,8 +39,6 @@ import urllib.request
 from pathlib import Path
 from typing import NamedTuple
 
-BIN = Path(sys.executable).parent
-RUNPOINT = shutil.which("runpoint", path=str(BIN)) or "runpoint"
 CLI_MODULE = ["-X", "importtime", "-m", "runpoint.adapters.cli"]
 # the libraries a server on SQLite, and a command on it, import whatever runpoint does
 FLOORS = ["import litestar, sqlalchemy.ext.asyncio, uvicorn", "import sqlalchemy.ext.asyncio"]
@@ -149,25 +152,34 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--top", type=int, default=12, help="packages in each breakdown")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter of the installation to measure (default: this one)",
+    )
     args = parser.parse_args()
-    profiled = [sys.executable, *CLI_MODULE]
-    print(f"load average {load()}")
+    python = args.python
+    runpoint = shutil.which("runpoint", path=str(Path(python).parent))
+    if runpoint is None:
+        raise SystemExit(f"no runpoint next to {python}")
+    profiled = [python, *CLI_MODULE]
+    print(f"{runpoint}, load average {load()}")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         migrated = directory / "migrated.db"
-        serve_until_healthy([RUNPOINT], migrated)  # not counted: it writes the bytecode
-        restarts = [serve_until_healthy([RUNPOINT], migrated)[0] for _ in range(args.rounds)]
+        serve_until_healthy([runpoint], migrated)  # not counted: it writes the bytecode
+        restarts = [serve_until_healthy([runpoint], migrated)[0] for _ in range(args.rounds)]
         _, imports = serve_until_healthy(profiled, migrated)
         report("runpoint serve -> first /health, a restart", restarts, imports, args.top)
         new = [directory / f"new-{i}.db" for i in range(args.rounds + 1)]
-        firsts = [serve_until_healthy([RUNPOINT], db)[0] for db in new[1:]]
+        firsts = [serve_until_healthy([runpoint], db)[0] for db in new[1:]]
         _, imports = serve_until_healthy(profiled, new[0])
         report("runpoint serve -> first /health, a new database", firsts, imports, args.top)
         lock = ["session", "lock", "demo", "--db", str(migrated)]
-        timings = [exits([RUNPOINT, *lock])[0] for _ in range(args.rounds)]
+        timings = [exits([runpoint, *lock])[0] for _ in range(args.rounds)]
         report("runpoint session lock -> exit", timings, exits([*profiled, *lock])[1], args.top)
     for imports in FLOORS:  # what runpoint cannot do without, for scale
-        timings = [exits([sys.executable, "-c", imports])[0] for _ in range(args.rounds)]
+        timings = [exits([python, "-c", imports])[0] for _ in range(args.rounds)]
         report(f"python -c {imports!r} -> exit", timings, "", 0)
     print(f"load average {load()}")
 

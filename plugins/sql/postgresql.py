@@ -33,6 +33,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.database import Boundary, Database
 from runpoint.plugins.sql.schema import (
+    PARTIAL_INDEXES,
     Document,
     checkpoints,
     messages,
@@ -42,6 +43,10 @@ from runpoint.plugins.sql.schema import (
     tool_calls,
 )
 from runpoint.types import Run, now
+
+# each partial index has the condition on PostgreSQL that schema.py gives it on SQLite
+for _index in PARTIAL_INDEXES:
+    _index.dialect_kwargs["postgresql_where"] = _index.dialect_kwargs["sqlite_where"]
 
 
 def _identity(value: Any) -> Any:
