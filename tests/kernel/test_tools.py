@@ -165,9 +165,9 @@ async def test_a_wide_batch_of_side_effects_takes_few_connections(
     open_runpoint: OpenRunpoint,
 ) -> None:
     """Every side-effecting call's result is recorded as it finishes. A batch of 2,499 such
-    calls, all finishing at once, once took a connection each at the same time: the whole
-    pool, and on a loaded PostgreSQL a pool timeout, which failed the run. Results that
-    finish while one is written now go together in the next write."""
+    calls, all finishing at once, once wanted a connection each at the same time: the
+    whole pool on PostgreSQL (15), every other checkout waiting behind them up to the
+    pool's timeout. Results that finish while one is written go together in the next."""
 
     @tool
     async def book(seat: int) -> str:
