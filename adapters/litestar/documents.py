@@ -30,9 +30,8 @@ _state = msgspec.json.Encoder().encode
 class Documents:
     def __init__(self, budget: int = BUDGET) -> None:
         self.budget = budget
-        self._kept: OrderedDict[Key, tuple[bytes, bytes]] = (
-            OrderedDict()
-        )  # the run's state, the body
+        # by key: the state of the run it was made for (its row, encoded), and its bytes
+        self._kept: OrderedDict[Key, tuple[bytes, bytes]] = OrderedDict()
         self._size = 0
 
     def get(self, key: Key, run: Run) -> bytes | None:
