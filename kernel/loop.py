@@ -212,7 +212,10 @@ class Execution:
         if starting or spent:
             self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
             await self.save(checkpoint=None, intents=starting)
-        messages = await asyncio.gather(*(self.outcome(call, records) for call in calls))
+        recorder = tool_calls.Recorder(
+            lambda results: self.storage.record_tool_results(self.run.run_id, results)
+        )
+        messages = await asyncio.gather(*(self.outcome(call, records, recorder) for call in calls))
         for call, message in zip(calls, messages, strict=True):
             self.append(message)
             self.event(
@@ -229,7 +232,9 @@ class Execution:
         self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
         await self.boundary("tool_batch", calls)
 
-    async def outcome(self, call: ToolCall, records: dict[str, Message | None]) -> Message:
+    async def outcome(
+        self, call: ToolCall, records: dict[str, Message | None], recorder: tool_calls.Recorder
+    ) -> Message:
         """The result of one call: replayed if it finished before, given by a person, or
         from running it (then recorded, if it has side effects)."""
         if (finished := records.get(call.id)) is not None:
@@ -255,7 +260,7 @@ class Execution:
         if ran is not None:
             self.hook.runpoint_tool_call_done(run=self.run, message=message, timing=ran)
         if call.id in records or tool_calls.is_recorded(self.agent, call):
-            await self.storage.record_tool_result(self.run.run_id, message)
+            await recorder.record(message)
         return message
 
     def cancelled(self) -> bool:

@@ -107,13 +107,14 @@ class Transcripts(Generic[M]):
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> RunDetail[M]:
         run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
-        return await self._whole(run)
+        return await self.whole(run)
 
     async def list_run_details(self, session_id: str) -> list[RunDetail[M]]:
         """A session's live runs, oldest first, each with its transcript."""
-        return [await self._whole(run) for run in await self.queries.list_runs(session_id)]
+        return [await self.whole(run) for run in await self.queries.list_runs(session_id)]
 
-    async def _whole(self, run: Run) -> RunDetail[M]:
+    async def whole(self, run: Run) -> RunDetail[M]:
+        """The run (as `Queries.run` gave it) with its whole transcript."""
         return self._detail(run, await self.read(run.segments, run.message_count))
 
     async def snapshot(
@@ -125,6 +126,10 @@ class Transcripts(Generic[M]):
         agent_id: str | None = None,
     ) -> Snapshot[M]:
         run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+        return await self.at(run, message_index)
+
+    async def at(self, run: Run, message_index: int) -> Snapshot[M]:
+        """The run (as `Queries.run` gave it) as it was at a boundary."""
         if not 0 <= message_index <= run.message_count:
             raise InvalidBoundary(
                 f"message_index {message_index} is outside this run's boundaries "

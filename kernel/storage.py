@@ -114,9 +114,9 @@ class TranscriptStore(Protocol):
         A segment [start, end) owns the checkpoints in (start, end]: the one at a fork
         point is its source's."""
 
-    async def record_tool_result(self, run_id: str, result: Message) -> None:
-        """Record, durably, how a call recorded by `save` ended (its tool message, keyed by
-        its `tool_call_id`); a call never recorded is ignored."""
+    async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
+        """Record, durably and together, how calls recorded by `save` ended (each its tool
+        message, keyed by its `tool_call_id`); a call never recorded is ignored."""
 
     async def tool_records(
         self, run_id: str, tool_call_ids: Sequence[str]

@@ -18,14 +18,14 @@ from runpoint.adapters.metrics import Metrics
 from runpoint.boundaries import ContinueFrom
 from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
-from runpoint.types import Decision
+from runpoint.types import Decision, Run
 
 from . import json_depth, sse, wire
 from .cursors import Cursors
+from .documents import Documents, Key
 from .errors import HttpError
 from .inputs import integer
 from .session_wire import SessionWire
-from .timelines import Timelines
 
 Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | sse.EventStream | None
 Handler = Callable[..., Awaitable[Reply]]
@@ -129,8 +129,12 @@ async def create_agent_run(
 
 @operation
 async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
-    detail = await rp.views.get_run(run_id, session_id=session_id, agent_id=agent_id)
-    return wire.run_detail(detail, agent_name(rp, agent_id))
+    run = await rp.find_run(run_id, session_id=session_id, agent_id=agent_id)
+
+    async def document() -> msgspec.Struct:
+        return wire.run_detail(await rp.views.whole(run), agent_name(rp, agent_id))
+
+    return await _kept(rp, ("run", run_id, 0), run, document)
 
 
 @operation
@@ -159,30 +163,43 @@ async def cancel_agent_run(
 
 
 # each app's, by its Runpoint (two apps in a process may serve two databases)
-_TIMELINES: WeakKeyDictionary[Runpoint, Timelines] = WeakKeyDictionary()
+_DOCUMENTS: WeakKeyDictionary[Runpoint, Documents] = WeakKeyDictionary()
+
+
+async def _kept(
+    rp: Runpoint, key: Key, run: Run, document: Callable[[], Awaitable[msgspec.Struct]]
+) -> Reply:
+    """The run's document `key`, as kept for the run as it is, else made (and kept)."""
+    if (documents := _DOCUMENTS.get(rp)) is None:
+        documents = _DOCUMENTS[rp] = Documents()
+    if (body := documents.get(key, run)) is None:
+        body = wire.encode(await document())
+        documents.keep(key, run, body)
+    return Response(body, media_type="application/json")
 
 
 @operation
 async def get_agent_run_checkpoints(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str
 ) -> Reply:
-    if (timelines := _TIMELINES.get(rp)) is None:
-        timelines = _TIMELINES[rp] = Timelines()
     run = await rp.find_run(run_id, session_id=session_id, agent_id=agent_id)
-    if (body := timelines.get(run)) is None:
-        body = wire.encode(wire.timeline(run, await rp.checkpoints(run)))
-        timelines.keep(run, body)
-    return Response(body, media_type="application/json")
+
+    async def document() -> msgspec.Struct:
+        return wire.timeline(run, await rp.checkpoints(run))
+
+    return await _kept(rp, ("timeline", run_id, 0), run, document)
 
 
 @operation
 async def get_agent_run_checkpoint_snapshot(
     rp: Runpoint, *, agent_id: str, run_id: str, message_index: int, session_id: str
 ) -> Reply:
-    snapshot = await rp.views.snapshot(
-        run_id, message_index, session_id=session_id, agent_id=agent_id
-    )
-    return wire.snapshot(snapshot, agent_name(rp, agent_id))
+    run = await rp.find_run(run_id, session_id=session_id, agent_id=agent_id)
+
+    async def document() -> msgspec.Struct:
+        return wire.snapshot(await rp.views.at(run, message_index), agent_name(rp, agent_id))
+
+    return await _kept(rp, ("snapshot", run_id, message_index), run, document)
 
 
 @operation

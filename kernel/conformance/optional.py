@@ -78,7 +78,7 @@ async def text_with_nul_is_kept_whole(store: Storage) -> None:
     run.content, run.error = TEXT, TEXT
     await store.save(run, [], None, intents=["call-1"])
     await build.append(store, run, [result], mark)
-    await store.record_tool_result(run.run_id, result)
+    await store.record_tool_results(run.run_id, [result])
     assert await store.get_run(run.run_id) == run
     assert await build.transcript(store, run) == [*said, result]
     views = await store.read_views(run.segments, run.message_count)

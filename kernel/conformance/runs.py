@@ -255,9 +255,20 @@ async def a_recorded_call_reads_back_its_result(store: Storage) -> None:
     turn = build.tool_turn("call-1")
     run.message_count += 1
     await store.save(run, turn[:1], None, intents=["call-1", "call-2"])
-    await store.record_tool_result(run.run_id, turn[1])
+    await store.record_tool_results(run.run_id, [turn[1]])
     records = await store.tool_records(run.run_id, ["call-1", "call-2"])
     assert records == {"call-1": turn[1], "call-2": None}
+
+
+@check(TOOL_RECORDS)
+async def a_batch_of_results_is_recorded_at_once(store: Storage) -> None:
+    _, run = await build.started(store, build.messages(1))
+    await store.save(run, [], None, intents=["call-1", "call-2"])
+    results = [build.tool_turn(call_id)[1] for call_id in ("call-1", "call-2", "call-3")]
+    await store.record_tool_results(run.run_id, results)  # call-3 was never recorded
+    await store.record_tool_results(run.run_id, [])
+    records = await store.tool_records(run.run_id, ["call-1", "call-2", "call-3"])
+    assert records == {"call-1": results[0], "call-2": results[1]}
 
 
 @check(TOOL_RECORDS)
@@ -266,7 +277,7 @@ async def tool_records_are_kept_per_run(store: Storage) -> None:
     second = build.run(session, message_count=1)
     await store.create_runs([second], {second.run_id: build.messages(1)})
     await store.save(first, [], None, intents=["call-1"])
-    await store.record_tool_result(first.run_id, build.tool_turn("call-1")[1])
+    await store.record_tool_results(first.run_id, [build.tool_turn("call-1")[1]])
     assert await store.tool_records(second.run_id, ["call-1"]) == {}
 
 
@@ -279,5 +290,5 @@ async def long_call_ids_and_results_are_kept_whole(store: Storage) -> None:
     _, run = await build.started(store, build.messages(1))
     call_id = _RESULT.tool_call_id or ""
     await store.save(run, [], None, intents=[call_id])
-    await store.record_tool_result(run.run_id, _RESULT)
+    await store.record_tool_results(run.run_id, [_RESULT])
     assert await store.tool_records(run.run_id, [call_id]) == {call_id: _RESULT}

@@ -80,10 +80,11 @@ class Runs(Tables):
             and (r.lease_expires_at is None or r.lease_expires_at < before)
         ]
 
-    async def record_tool_result(self, run_id: str, result: Message) -> None:
-        call = (run_id, result.tool_call_id or "")
-        if call in self._tool_calls:
-            self._tool_calls[call] = copy(result)
+    async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
+        for result in results:
+            call = (run_id, result.tool_call_id or "")
+            if call in self._tool_calls:
+                self._tool_calls[call] = copy(result)
 
     async def tool_records(
         self, run_id: str, tool_call_ids: Sequence[str]

@@ -30,6 +30,11 @@ from runpoint.types import (
 _decode_message = Decoder(Message)
 _decode_view = Decoder(MessageView)
 _decode_checkpoint = Decoder(Checkpoint)
+_RECORD_RESULT = (
+    update(tool_calls)
+    .where(tool_calls.c.run_id == bindparam("run"), tool_calls.c.tool_call_id == bindparam("call"))
+    .values(result=bindparam("document"))
+)
 _LAST_INDEX = (
     select(messages.c.idx)
     .where(
@@ -132,15 +137,12 @@ class SqlTranscripts:
             checkpoint.event_seq = seq  # the row's, not the document's
         return found
 
-    async def record_tool_result(self, run_id: str, result: Message) -> None:
-        async with self.db.write() as conn:
-            await conn.execute(
-                update(tool_calls)
-                .where(
-                    tool_calls.c.run_id == run_id, tool_calls.c.tool_call_id == result.tool_call_id
-                )
-                .values(result=document(result))
-            )
+    async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
+        if not results:
+            return
+        rows = [{"run": run_id, "call": r.tool_call_id, "document": document(r)} for r in results]
+        async with self.db.write() as conn:  # one transaction, its rows sent at once
+            await conn.execute(_RECORD_RESULT, rows)
 
     async def tool_records(
         self, run_id: str, tool_call_ids: Sequence[str]

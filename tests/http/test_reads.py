@@ -1,19 +1,23 @@
 """The hot reads: get-run, a snapshot and a session's runs say what the run's messages say
-(read as views, encoded as stored), and a run's timeline is made once per revision."""
+(read as views, encoded as stored), and a run's timeline, get-run and snapshots are made
+once per state of the run."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import msgspec
 import pytest
+from sqlalchemy import update
 
 from runpoint.adapters.litestar import build
 from runpoint.plugins.demo import agents
+from runpoint.plugins.sql.schema import runs
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
-from runpoint.types import Message, Segment
+from runpoint.types import Message, Run, Segment
 
 
 @pytest.fixture
@@ -80,25 +84,39 @@ async def test_a_run_reads_as_its_messages_say(rp: Runpoint, client: httpx.Async
 
 
 class Counted:
-    """Counts the storage's reads of checkpoints."""
+    """Counts the storage's reads of checkpoints (or a transcript's, given `rp.views`)."""
 
-    def __init__(self, rp: Runpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, rp: Runpoint, monkeypatch: pytest.MonkeyPatch, views: bool = False) -> None:
         self.reads = 0
-        read = rp.storage.list_checkpoints
+        reader, name = (rp.views, "read") if views else (rp.storage, "list_checkpoints")
+        read = getattr(reader, name)
 
         async def counted(*args: Any, **kwargs: Any) -> Any:
             self.reads += 1
             return await read(*args, **kwargs)
 
-        monkeypatch.setattr(rp.storage, "list_checkpoints", counted)
+        monkeypatch.setattr(reader, name, counted)
+
+
+async def paused(client: httpx.AsyncClient) -> httpx.Response:
+    """A run that waits for a person to confirm its call: its answer."""
+    return await client.post(
+        "/agents/booking-agent/runs", json={"message": "Lima", "stream": False}
+    )
+
+
+async def forked(rp: Runpoint) -> tuple[Run, Run]:
+    """A run, and its fork at message 3."""
+    source = await (await rp.create_run("travel-agent", "Paris and Tokyo?")).result()
+    return source, await (
+        await rp.continue_run(source.run_id, continue_from=3, input="Lyon?")
+    ).result()
 
 
 async def test_a_timeline_is_made_once_per_revision_of_its_run(
     rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    answer = await client.post(
-        "/agents/booking-agent/runs", json={"message": "Lima", "stream": False}
-    )
+    answer = await paused(client)
     run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
     [call] = answer.json()["tools"]
     path = f"/agents/booking-agent/runs/{run_id}/checkpoints"
@@ -121,8 +139,7 @@ async def test_a_timeline_is_made_once_per_revision_of_its_run(
 async def test_a_forks_timeline_is_made_on_every_request(
     rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = await (await rp.create_run("travel-agent", "Paris and Tokyo?")).result()
-    fork = await (await rp.continue_run(source.run_id, continue_from=3, input="Lyon?")).result()
+    source, fork = await forked(rp)
     assert fork.segments[0] == Segment(source.run_id, 0, 3)
     path = f"/agents/travel-agent/runs/{fork.run_id}/checkpoints"
     counted = Counted(rp, monkeypatch)
@@ -132,3 +149,50 @@ async def test_a_forks_timeline_is_made_on_every_request(
 
     assert again.content == first.content and counted.reads == 2
     assert first.json()["checkpoints"][0]["run_id"] == source.run_id  # its source's, inherited
+
+
+async def test_a_runs_transcript_documents_are_made_once_per_state_of_the_run(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = await paused(client)
+    run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
+    [call] = answer.json()["tools"]
+    path = f"/agents/booking-agent/runs/{run_id}"
+    paths = [path, f"{path}/checkpoints/1"]
+    counted = Counted(rp, monkeypatch, views=True)
+
+    async def read() -> list[dict[str, Any]]:
+        got = [await client.get(p, params={"session_id": session_id}) for p in paths]
+        again = [await client.get(p, params={"session_id": session_id}) for p in paths]
+        assert [a.content for a in again] == [g.content for g in got]
+        return [g.json() for g in got]
+
+    run, at_one = await read()
+    assert counted.reads == 2 and run == answer.json()
+    assert at_one["snapshot"]["messages"] == run["messages"][:1]
+
+    # another process's cancel changes the run's row, not its revision
+    async with cast(SqlStorage, rp.storage).engine.begin() as conn:
+        await conn.execute(
+            update(runs).where(runs.c.run_id == run_id).values(cancel_requested=True)
+        )
+    run, at_one = await read()
+    assert counted.reads == 4 and run["cancel_requested"]
+
+    decided = {call["tool_call_id"]: True}
+    await (await rp.continue_run(run_id, tools=decided)).result()  # the same run, moved on
+    run, at_one = await read()
+    assert counted.reads == 6 and run["status"] == "CANCELLED"  # the flag, honoured
+
+
+async def test_a_forks_transcript_documents_are_made_on_every_request(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, fork = await forked(rp)
+    path = f"/agents/travel-agent/runs/{fork.run_id}"
+    counted = Counted(rp, monkeypatch, views=True)
+
+    for _ in range(2):
+        for p in (path, f"{path}/checkpoints/3"):
+            assert (await client.get(p, params={"session_id": fork.session_id})).is_success
+    assert counted.reads == 4

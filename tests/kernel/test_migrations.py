@@ -234,7 +234,7 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
     await storage.create_sessions([source, fork], [run], {"r1": [Message("user", "Paris?")]})
     await storage.save(run, [], None, intents=["call_1"])  # the call's intent
     result = Message("tool", "2.1M", tool_call_id="call_1", tool_name="get_population")
-    await storage.record_tool_result("r1", result)
+    await storage.record_tool_results("r1", [result])
     # as runpoint claimed keys then: no lease (k2's request died, unanswered)
     async with storage.engine.begin() as conn:
         await conn.execute(

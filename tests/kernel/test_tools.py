@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Literal
+from typing import Literal, cast
 
 import pytest
+from sqlalchemy import event
 
+from runpoint import tool_calls
 from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel, call_id
-from runpoint.types import RunStatus, ToolCall
+from runpoint.plugins.sql.store import SqlStorage
+from runpoint.types import Message, RunStatus, ToolCall
 from tests.conftest import BACKENDS, OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here
@@ -156,3 +159,70 @@ async def test_a_model_that_names_a_tool_call_id_twice_fails_its_turn(
         "(a call's id must be unique in its run)",
     )
     assert [m.role for m in (await rp.get_run(run.run_id)).messages] == kept
+
+
+@pytest.mark.parametrize("database", BACKENDS, indirect=True)  # each call has its record
+async def test_a_wide_batch_of_side_effects_takes_few_connections(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    """Every side-effecting call's result is recorded as it finishes. A batch of 2,499 such
+    calls, all finishing at once, once wanted a connection each at the same time: the
+    whole pool on PostgreSQL (15), every other checkout waiting behind them up to the
+    pool's timeout. Results that finish while one is written go together in the next."""
+
+    @tool
+    async def book(seat: int) -> str:
+        """Book a seat (a side effect: the call is recorded)."""
+        return f"seat {seat}"
+
+    width = 2499
+    model = batch(*[("book", {"seat": i}) for i in range(width)])
+    rp = await open_runpoint([Agent(id="a", model=model, tools=[book])])
+    held, most = 0, 0
+
+    def checkout(*_: object) -> None:
+        nonlocal held, most
+        held += 1
+        most = max(most, held)
+
+    def checkin(*_: object) -> None:
+        nonlocal held
+        held -= 1
+
+    engine = cast(SqlStorage, rp.storage).engine.sync_engine
+    event.listen(engine, "checkout", checkout)
+    event.listen(engine, "checkin", checkin)
+    run = await (await rp.create_run("a", "go")).result()
+    assert (run.status, run.error) == (RunStatus.COMPLETED, None)
+    assert most <= 2  # the run's reads and writes, one at a time; a lease's heartbeat
+    calls = [t.tool_call_id for t in (await rp.get_run(run.run_id)).tools]
+    records = await rp.storage.tool_records(run.run_id, calls)
+    assert [(r := records[c]) and r.content for c in calls] == [f"seat {i}" for i in range(width)]
+
+
+async def test_results_finishing_during_a_write_go_together_in_the_next() -> None:
+    writes: list[list[str | None]] = []
+    gate = asyncio.Event()
+
+    async def write(results: list[Message]) -> None:
+        writes.append([r.tool_call_id for r in results])
+        await gate.wait()  # the first write is slow: the others queue behind it
+
+    recorder = tool_calls.Recorder(write)
+    results = [Message("tool", "ok", tool_call_id=f"call-{i}") for i in range(4)]
+    recording = [asyncio.create_task(recorder.record(r)) for r in results]
+    await asyncio.sleep(0)
+    gate.set()
+    await asyncio.gather(*recording)
+    assert writes == [["call-0"], ["call-1", "call-2", "call-3"]]
+
+
+async def test_a_failed_write_fails_every_result_it_held() -> None:
+    async def write(results: list[Message]) -> None:
+        await asyncio.sleep(0)
+        raise OSError("the disk is gone")
+
+    recorder = tool_calls.Recorder(write)
+    results = [Message("tool", "ok", tool_call_id=f"call-{i}") for i in range(3)]
+    outcomes = await asyncio.gather(*(recorder.record(r) for r in results), return_exceptions=True)
+    assert [str(o) for o in outcomes] == ["the disk is gone"] * 3
