@@ -6,11 +6,12 @@ everything else creates a new run with lineage, so history is never rewritten.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 import msgspec
 
-from runpoint import boundaries, transcript
+from runpoint import boundaries, tool_calls, transcript
 from runpoint.agent import Agent
 from runpoint.boundaries import ContinueFrom
 from runpoint.errors import Conflict, InvalidRequest, NotContinuable
@@ -20,7 +21,17 @@ from runpoint.queries import Queries
 from runpoint.recovery import Leases
 from runpoint.sessions import Sessions
 from runpoint.storage import Storage
-from runpoint.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Segment, ToolCall, new_id
+from runpoint.types import (
+    IN_FLIGHT,
+    Approve,
+    Decision,
+    Message,
+    Run,
+    RunStatus,
+    Segment,
+    ToolCall,
+    new_id,
+)
 
 # statuses of a run that "continue from end" picks up again in place
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
@@ -41,6 +52,26 @@ class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     tools: dict[str, Decision] | None = None
     model: str | None = None
     background: bool = False
+
+
+def checked_decisions(
+    agent: Agent, pending: list[ToolCall], decisions: Mapping[str, Decision]
+) -> dict[str, Decision]:
+    """A person's decisions on the paused calls `pending`, each checked: it names one of
+    them, and edited arguments fit the tool's schema (an edit that changes nothing is a
+    plain approval, so the transcript says what really happened)."""
+    calls = {c.id: c for c in pending}
+    if unknown := set(decisions) - set(calls):
+        raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+    checked: dict[str, Decision] = {}
+    for call_id, decision in decisions.items():
+        call = calls[call_id]
+        if isinstance(decision, Approve) and decision.arguments == call.arguments:
+            decision = True
+        elif isinstance(decision, Approve):
+            tool_calls.check_arguments(agent, call, decision.arguments)
+        checked[call_id] = decision
+    return checked
 
 
 class Continuation:
@@ -65,8 +96,8 @@ class Continuation:
 
         `regenerate` re-answers the run's final answer in a new run (tool work is kept)
         and, unless `replace_original` is False, marks the source REGENERATED. `tools` maps
-        the tool_call_id of a paused call to a person's decision: run it (True), do not
-        (False), or, for a call in doubt, the result it had (a string).
+        the tool_call_id of a paused call to a person's decision (`runpoint.types.Decision`):
+        run it, with edited arguments perhaps; do not, saying why perhaps; or its result.
         """
         source = await self._source(request)
         agent = self.queries.agent(source.agent_id)
@@ -141,10 +172,8 @@ class Continuation:
         stream: bool,
     ) -> RunHandle:
         """Pick the run up again where it stopped, with a new input or a person's decisions."""
-        decisions = request.tools or {}
         self.executor.refuse_active(run)
-        if unknown := set(decisions) - {c.id for c in pending}:
-            raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+        decisions = checked_decisions(agent, pending, request.tools or {})
         if pending and request.input is not None:
             raise InvalidRequest(
                 "the run is waiting for tool decisions; send `tools`, not a new input"

@@ -174,7 +174,7 @@ class Execution:
 
     async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
-            self.event("ToolCallStarted", tool=tool_calls.info(call))
+            self.event("ToolCallStarted", tool=tool_calls.info(call, self.decisions.get(call.id)))
         # Durably first, in one write: the intent of each side-effecting call starting now,
         # and the decisions to run one, spent (a call runs once per decision; if its process
         # dies in it, it is in doubt and a person decides again). Other decisions stay until
@@ -186,7 +186,8 @@ class Execution:
         spent = {
             c.id
             for c in calls
-            if tool_calls.is_recorded(self.agent, c) and self.decisions.get(c.id) is True
+            if tool_calls.is_recorded(self.agent, c)
+            and tool_calls.approved(self.decisions.get(c.id))
         }
         if starting or spent:
             self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
@@ -196,7 +197,7 @@ class Execution:
             self.append(message)
             self.event(
                 "ToolCallCompleted",
-                tool=tool_calls.info(call)
+                tool=tool_calls.info(call, self.decisions.get(call.id))
                 | {"result": message.content, "tool_call_error": message.tool_call_error},
             )
         self.run.in_doubt = []
@@ -225,8 +226,9 @@ class Execution:
             content=result,
             tool_call_id=call.id,
             tool_name=call.name,
-            tool_args=call.arguments,
+            tool_args=tool_calls.arguments(call, decision),
             tool_call_error=failed,
+            ruling=tool_calls.ruling(decision),
         )
         if call.id in records or tool_calls.is_recorded(self.agent, call):
             await self.storage.record_tool_result(self.run.run_id, message)

@@ -3,14 +3,16 @@ recorded, and running it (a failure is an error result the model sees, not a fai
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from runpoint.agent import Agent
+from runpoint.errors import InvalidArguments, InvalidRequest
 from runpoint.model import MAX_TOOL_CALL_ID_LENGTH
-from runpoint.types import Decision, ToolCall
+from runpoint.types import Approve, Decision, Reject, Ruling, ToolCall
 
 REJECTED = "The user rejected this tool call."
 SKIPPED = "A person chose not to run this call again: it may have run before its process died."
@@ -45,25 +47,80 @@ def undecided(
     ]
 
 
+def approved(decision: Decision | None) -> bool:
+    """Whether a person decided to run the call (as proposed, or with edited arguments)."""
+    return decision is True or isinstance(decision, Approve)
+
+
+def ruling(decision: Decision | None) -> Ruling | None:
+    """What a person's decision was, as the call's result records it."""
+    if decision is None:
+        return None
+    if isinstance(decision, str):
+        return "answered"
+    if isinstance(decision, Approve):
+        return "edited"
+    return "approved" if decision is True else "rejected"
+
+
+def arguments(call: ToolCall, decision: Decision | None) -> dict[str, Any]:
+    """The arguments the call runs with: a person's edit, else the model's."""
+    return decision.arguments if isinstance(decision, Approve) else call.arguments
+
+
+def check_arguments(agent: Agent, call: ToolCall, edited: dict[str, Any]) -> None:
+    """Refuse arguments a person wrote for `call` that its tool's schema refuses
+    (InvalidArguments, naming the field), before anything is accepted."""
+    tool = agent.tool_map.get(call.name)
+    if tool is None:
+        raise InvalidRequest(f"tool call {call.id} names no tool of this agent ({call.name!r})")
+    try:
+        msgspec.convert(edited, tool.arguments, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidArguments(
+            f"the arguments for tool call {call.id} do not fit {call.name}'s schema: "
+            f"{_field_named(exc)}"
+        ) from None
+
+
+def _field_named(exc: msgspec.ValidationError) -> str:
+    """msgspec's complaint with its field first: `arguments.city: Expected ...`."""
+    message, _, where = str(exc).partition(" - at `$")
+    field = "arguments" + where.rstrip("`")
+    if missing := re.fullmatch(r"Object missing required field `(.+)`", message):
+        return f"{field}.{missing[1]} is required"
+    if unknown := re.fullmatch(r"Object contains unknown field `(.+)`", message):
+        return f"{field}.{unknown[1]} is not a parameter of the tool"
+    return f"{field}: {message}"
+
+
 async def run(
     agent: Agent, call: ToolCall, decision: Decision | None, *, in_doubt: bool
 ) -> tuple[str, bool]:
-    """Run one tool call: its result and whether it failed."""
+    """Run one tool call as a person decided: its result and whether it failed."""
     tool = agent.tool_map.get(call.name)
     if tool is None:
         return f"Unknown tool {call.name!r}.", True
-    if tool.requires_confirmation and decision is not True:
+    if isinstance(decision, Reject):
+        return f"{REJECTED} The reason given: {decision.reason}", True
+    if tool.requires_confirmation and not approved(decision):
         return REJECTED, True
-    if in_doubt and decision is not True:
+    if in_doubt and not approved(decision):
         return SKIPPED, True
+    if decision is False:
+        return REJECTED, True
     try:
-        return await tool(call.arguments), False
+        return await tool(arguments(call, decision)), False
     except msgspec.ValidationError as exc:
         return f"Invalid arguments for {call.name}: {exc}", True
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}", True
 
 
-def info(call: ToolCall) -> dict[str, Any]:
-    """A call as events describe it."""
-    return {"tool_call_id": call.id, "tool_name": call.name, "tool_args": call.arguments}
+def info(call: ToolCall, decision: Decision | None = None) -> dict[str, Any]:
+    """A call as events describe it (with the arguments it runs with)."""
+    return {
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "tool_args": arguments(call, decision),
+    }

@@ -69,23 +69,28 @@ def tool_executions(
     start: int = 0,
 ) -> list[ToolExecution]:
     """Every tool call in the transcript from message `start` on, with its result where it
-    has one (a call's result follows it)."""
+    has one (a call's result follows it): the arguments it ran with, and the model's where
+    a person edited them."""
     results = {m.tool_call_id: m for m in messages[start:] if m.role == "tool"}
     executions = []
     for index in range(start, len(messages)):
         for call in messages[index].tool_calls or ():
             result = results.get(call.id)
+            ran_with = result.tool_args if result and result.tool_args is not None else None
+            edited = ran_with is not None and ran_with != call.arguments
             needs = (confirmation_required or {}).get(call.name, False)
             executions.append(
                 ToolExecution(
                     tool_call_id=call.id,
                     tool_name=call.name,
-                    tool_args=call.arguments,
+                    tool_args=ran_with if ran_with is not None else call.arguments,
                     result=result.content if result else None,
                     tool_call_error=result.tool_call_error if result else False,
                     requires_confirmation=needs,
                     in_doubt=call.id in in_doubt,
                     message_index=index,
+                    ruling=result.ruling if result else None,
+                    proposed_args=call.arguments if edited else None,
                 )
             )
     return executions

@@ -12,8 +12,27 @@ import msgspec
 from runpoint.tenancy import DEFAULT_TEAM
 
 Role = Literal["system", "user", "assistant", "tool"]
-# a person's decision on a paused tool call: run it (True), do not (False), or its result (str)
-Decision = bool | str
+
+
+class Approve(msgspec.Struct, frozen=True, tag="approve"):
+    """A person's decision to run a paused tool call with `arguments`, their edit of the
+    model's (checked against the tool's schema before it is accepted)."""
+
+    arguments: dict[str, Any]
+
+
+class Reject(msgspec.Struct, frozen=True, tag="reject"):
+    """A person's decision not to run a paused tool call, and why: the model reads `reason`."""
+
+    reason: str
+
+
+# A person's decision on a paused tool call: run it as the model proposed (True), do not
+# (False), its result, given instead of running it (a str), run it with edited arguments
+# (Approve), or do not and say why (Reject).
+Decision = bool | str | Approve | Reject
+# What a person decided about a call, as its result records it
+Ruling = Literal["approved", "edited", "rejected", "answered"]
 
 
 def new_id() -> str:
@@ -67,8 +86,11 @@ class Message(msgspec.Struct, omit_defaults=True):
     # tool results
     tool_call_id: str | None = None
     tool_name: str | None = None
-    tool_args: dict[str, Any] | None = None
+    tool_args: dict[str, Any] | None = None  # the arguments it ran with
     tool_call_error: bool = False
+    ruling: Ruling | None = None  # what a person decided about the call, if one did
+    # an edit's: the id of the message of the source run this one stands in for
+    replaces: str | None = None
 
 
 class ToolExecution(msgspec.Struct):
@@ -76,13 +98,15 @@ class ToolExecution(msgspec.Struct):
 
     tool_call_id: str
     tool_name: str
-    tool_args: dict[str, Any]
+    tool_args: dict[str, Any]  # as it ran (a person may have edited the model's)
     result: str | None = None
     tool_call_error: bool = False
     requires_confirmation: bool = False
     # started, and not known to have finished when its process died: a person decides
     in_doubt: bool = False
     message_index: int = 0
+    ruling: Ruling | None = None
+    proposed_args: dict[str, Any] | None = None  # the model's, where a person edited them
 
 
 class Segment(msgspec.Struct, array_like=True):

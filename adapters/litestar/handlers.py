@@ -14,12 +14,12 @@ from litestar import Response
 from runpoint.boundaries import ContinueFrom
 from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
-from runpoint.types import Decision
+from runpoint.types import Approve, Decision, Reject
 
 from . import json_depth, sse, wire
 from .cursors import Cursors
 from .errors import HttpError
-from .inputs import integer
+from .inputs import holds_nul, integer
 from .session_wire import SessionWire
 from .spec import document_json
 
@@ -43,6 +43,18 @@ class ToolDecision(msgspec.Struct):
     tool_call_id: str
     confirmed: bool | None = None
     result: str | None = None
+    tool_args: dict[str, Any] | None = None  # confirmed with these (a person's edit)
+    confirmation_note: str | None = None  # not confirmed, and why (the model reads it)
+
+    def decision(self) -> Decision | None:
+        """What the person decided, if anything."""
+        if self.result is not None:
+            return self.result
+        if self.confirmed and self.tool_args is not None:
+            return Approve(self.tool_args)
+        if self.confirmed is False and self.confirmation_note and self.confirmation_note.strip():
+            return Reject(self.confirmation_note)
+        return self.confirmed
 
 
 @operation
@@ -269,12 +281,10 @@ def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
     decided: dict[str, Decision] = {}
     for i, d in enumerate(decisions):
         # JSON text escapes a NUL, which the document's patterns then cannot see
-        if "\x00" in d.tool_call_id or "\x00" in (d.result or ""):
+        if holds_nul(msgspec.to_builtins(d)):
             raise HttpError(422, "VALIDATION_ERROR", f"tools[{i}] must not contain U+0000 (NUL)")
-        if d.result is not None:
-            decided[d.tool_call_id] = d.result
-        elif d.confirmed is not None:
-            decided[d.tool_call_id] = d.confirmed
+        if (decision := d.decision()) is not None:
+            decided[d.tool_call_id] = decision
     return decided
 
 

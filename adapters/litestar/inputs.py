@@ -65,6 +65,19 @@ def integer(text: str) -> int | None:
         return None
 
 
+def holds_nul(value: Any) -> bool:
+    """Whether a decoded JSON value holds a U+0000 in any string (a key included): what
+    the document's patterns cannot see inside a free-form object, or in JSON text a form
+    field carries."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(holds_nul(v) for v in value)
+    return False
+
+
 def _from_json(value: Any, field: Field) -> Any:
     """A JSON value as its schema reads it: to JSON Schema, 1.0 is an integer too."""
     if "integer" in field.json_types and isinstance(value, float) and value.is_integer():

@@ -13,7 +13,7 @@ import msgspec
 
 from runpoint.agent import Agent
 from runpoint.queries import RunDetail, Snapshot
-from runpoint.types import Checkpoint, Message, Run, Session, Usage
+from runpoint.types import Checkpoint, Message, Ruling, Run, Session, Usage
 
 encode = msgspec.json.Encoder().encode
 
@@ -51,6 +51,7 @@ class MessageOut(msgspec.Struct, omit_defaults=True):
     tool_args: dict[str, Any] | None = None
     tool_call_error: bool | None = None
     from_history: bool = False  # Agno's flag: runpoint lists a run's own messages only
+    ruling: Ruling | None = None
 
 
 class Accepted(msgspec.Struct):
@@ -68,6 +69,8 @@ class ToolExecutionOut(msgspec.Struct):
     requires_confirmation: bool
     in_doubt: bool
     message_index: int
+    ruling: Ruling | None
+    proposed_args: dict[str, Any] | None
 
 
 class RunOut(msgspec.Struct):
@@ -225,6 +228,7 @@ def message(m: Message) -> MessageOut:
         tool_name=m.tool_name,
         tool_args=m.tool_args,
         tool_call_error=m.tool_call_error if m.role == "tool" else None,
+        ruling=m.ruling,
     )
 
 
