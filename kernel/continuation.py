@@ -11,9 +11,10 @@ from functools import partial
 
 import msgspec
 
-from runpoint import boundaries, tool_calls, transcript
+from runpoint import boundaries, edits, tool_calls, transcript
 from runpoint.agent import Agent
 from runpoint.boundaries import ContinueFrom
+from runpoint.edits import EditRequest
 from runpoint.errors import Conflict, InvalidRequest, NotContinuable
 from runpoint.execution import Executor, RunHandle
 from runpoint.host import PluginHost
@@ -28,7 +29,6 @@ from runpoint.types import (
     Message,
     Run,
     RunStatus,
-    Segment,
     ToolCall,
     new_id,
 )
@@ -50,6 +50,8 @@ class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     replace_original: bool | None = None
     # a person's decisions on a paused run's tool calls, by tool_call_id
     tools: dict[str, Decision] | None = None
+    # edits to the messages before the boundary: the continue makes a new run (a fork)
+    edits: list[EditRequest] = []
     model: str | None = None
     background: bool = False
 
@@ -107,6 +109,7 @@ class Continuation:
             index == source.message_count
             and not request.fork
             and not request.regenerate
+            and not request.edits
             and source.status in RESUMABLE
         )
         # in place, the loop picks up whatever the tail holds (a paused batch, say);
@@ -146,11 +149,14 @@ class Continuation:
         if request.replace_original is not None and not request.regenerate:
             raise InvalidRequest("replace_original applies only with regenerate")
         if request.regenerate and (
-            request.input is not None or request.fork or request.continue_from != "end"
+            request.input is not None
+            or request.fork
+            or request.continue_from != "end"
+            or request.edits
         ):
             raise InvalidRequest(
                 "regenerate chooses its own boundary and always makes a new run; "
-                "it takes no input, fork or continue_from"
+                "it takes no input, fork, continue_from or edits"
             )
         if request.model is not None:
             self.host.model(request.model)  # unknown providers fail here, before anything starts
@@ -214,6 +220,7 @@ class Continuation:
             await self.storage.save(source, [], None)
         run_id = new_id()
         new = [Message(role="user", content=request.input)] if request.input is not None else []
+        born = await edits.birth(self.storage, agent, source, index, request.edits, run_id, new)
         run = Run(
             run_id=run_id,
             session_id=source.session_id,
@@ -223,15 +230,17 @@ class Continuation:
             input=request.input if request.input is not None else source.input,
             model=request.model or agent.model_name,
             policy=agent.checkpoint,
-            segments=[*transcript.cut(source.segments, index), Segment(run_id, index)],
-            message_count=index + len(new),
+            segments=born.segments,
+            message_count=born.message_count,
             previous_run_id=source.previous_run_id,
             forked_from_run_id=source.run_id,
             forked_from_message_index=index,
             regenerated_from=source.run_id if request.regenerate else None,
+            edits=born.edits,
+            decisions=born.decisions,
         )
         self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.create_runs([run], {run_id: new})
+        await self.storage.create_runs([run], {run_id: born.rows})
         return await self.executor.begin(
             agent, run, new, stream=stream, background=request.background
         )

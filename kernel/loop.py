@@ -135,8 +135,9 @@ class Execution:
 
     async def model_turn(self) -> None:
         self.event("ModelRequestStarted", model=self.model.name)
+        instructions = self.run.instructions
         request = ModelRequest(
-            instructions=self.agent.instructions,
+            instructions=self.agent.instructions if instructions is None else instructions,
             messages=self.history + self.transcript,
             tools=[t.schema for t in self.agent.tool_map.values()],
             watched=self.watched,

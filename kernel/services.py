@@ -10,13 +10,14 @@ errors of `runpoint.errors`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Literal
 
 from runpoint.agent import Agent
 from runpoint.boundaries import ContinueFrom
 from runpoint.commands import Commands, CreateRun, ForkSession
 from runpoint.continuation import ContinueRun
+from runpoint.edits import EditRequest
 from runpoint.execution import Executor, RunHandle
 from runpoint.host import PluginHost
 from runpoint.queries import Queries, RunDetail, Snapshot
@@ -199,13 +200,15 @@ class Runpoint:
         regenerate: bool = False,
         replace_original: bool | None = None,
         tools: Mapping[str, Decision] | None = None,
+        edits: Sequence[EditRequest] = (),
         model: str | None = None,
         stream: bool = False,
         background: bool = False,
         idempotency_key: str | None = None,
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries (see
-        `runpoint.continuation`)."""
+        `runpoint.continuation`), with `edits` to the messages before it perhaps (a new
+        run, see `runpoint.edits`)."""
         request = ContinueRun(
             run_id=run_id,
             session_id=session_id,
@@ -216,6 +219,7 @@ class Runpoint:
             regenerate=regenerate,
             replace_original=replace_original,
             tools=dict(tools) if tools is not None else None,
+            edits=list(edits),
             model=model,
             background=background,
         )

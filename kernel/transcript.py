@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from runpoint.types import Message, Segment, ToolCall, ToolExecution, Usage
+from runpoint.types import Message, Run, Segment, ToolCall, ToolExecution, Usage
 
 
 def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
@@ -111,10 +111,26 @@ def _short_args(arguments: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in arguments.items())
 
 
-def cut(segments: Sequence[Segment], index: int) -> list[Segment]:
-    """The segments that lay out a transcript's first `index` messages."""
-    return [
-        Segment(s.run_id, s.start, index if s.end is None else min(s.end, index))
-        for s in segments
-        if s.start < index
-    ]
+def cut(segments: Sequence[Segment], index: int, start: int = 0) -> list[Segment]:
+    """The segments that lay out messages `start` to `index` (excluded) of a transcript."""
+    found = []
+    for s in segments:
+        lo, hi = max(s.start, start), index if s.end is None else min(s.end, index)
+        if lo < hi:
+            found.append(Segment(s.run_id, lo, hi))
+    return found
+
+
+def own_indexes(run: Run, count: int) -> range | list[int]:
+    """The indexes of the run's last `count` own rows below its `message_count`: where a
+    save (or a birth) writes `count` new messages. They are the open tail's last ones,
+    but for a fork born with edits, whose own rows also lie between inherited ones."""
+    tail = run.segments[-1] if run.segments else None
+    if tail is not None and tail.run_id == run.run_id and run.message_count - count >= tail.start:
+        return range(run.message_count - count, run.message_count)  # every save
+    found: list[int] = []
+    for s in reversed(run.segments):
+        if s.run_id == run.run_id and len(found) < count:
+            end = run.message_count if s.end is None else min(s.end, run.message_count)
+            found[:0] = range(max(s.start, end - (count - len(found))), end)
+    return found

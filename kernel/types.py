@@ -121,6 +121,24 @@ class Segment(msgspec.Struct, array_like=True):
     end: int | None = None
 
 
+EditKind = Literal["user_message", "tool_result", "tool_arguments"]
+
+
+class Edit(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A message a fork replaced in its source's history when it was made (lineage): the
+    kind of edit, where (its index, the same in both runs), the message replaced and the
+    fork's own message in its place, and who asked."""
+
+    kind: EditKind
+    message_index: int
+    replaced_message_id: str
+    message_id: str
+    team_id: str
+    user_id: str | None = None
+    tool_call_id: str | None = None
+    created_at: float = msgspec.field(default_factory=now)
+
+
 class Run(msgspec.Struct, omit_defaults=True):
     run_id: str
     session_id: str
@@ -146,6 +164,10 @@ class Run(msgspec.Struct, omit_defaults=True):
     forked_from_message_index: int | None = None
     forked_from_session_id: str | None = None
     regenerated_from: str | None = None
+    # what a fork changed in its source's history (see runpoint.edits)
+    edits: list[Edit] = []
+    # instructions that replace its agent's for this run (a fan-out's branch)
+    instructions: str | None = None
     last_checkpoint_at_message_index: int | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
     # tool calls the run is paused on because they may or may not have run

@@ -18,6 +18,7 @@ from runpoint.types import Approve, Decision, Reject
 
 from . import json_depth, sse, wire
 from .cursors import Cursors
+from .edit_requests import edit_requests
 from .errors import HttpError
 from .inputs import holds_nul, integer
 from .session_wire import SessionWire
@@ -170,6 +171,7 @@ async def continue_agent_run(
     regenerate: bool,
     replace_original: bool | None,
     tools: str | list[Any] | None,
+    edits: str | list[Any] | None,
     model: str | None,
     idempotency_key: str | None,
     events: sse.Events,
@@ -184,6 +186,7 @@ async def continue_agent_run(
         regenerate=regenerate,
         replace_original=replace_original,
         tools=_decisions(tools),
+        edits=edit_requests(edits),
         model=model,
         stream=stream,
         background=background,

@@ -13,7 +13,7 @@ import msgspec
 
 from runpoint.agent import Agent
 from runpoint.queries import RunDetail, Snapshot
-from runpoint.types import Checkpoint, Message, Ruling, Run, Session, Usage
+from runpoint.types import Checkpoint, Edit, Message, Ruling, Run, Session, Usage
 
 encode = msgspec.json.Encoder().encode
 
@@ -52,6 +52,7 @@ class MessageOut(msgspec.Struct, omit_defaults=True):
     tool_call_error: bool | None = None
     from_history: bool = False  # Agno's flag: runpoint lists a run's own messages only
     ruling: Ruling | None = None
+    replaces: str | None = None
 
 
 class Accepted(msgspec.Struct):
@@ -71,6 +72,16 @@ class ToolExecutionOut(msgspec.Struct):
     message_index: int
     ruling: Ruling | None
     proposed_args: dict[str, Any] | None
+
+
+class EditOut(msgspec.Struct):
+    kind: str
+    message_index: int
+    message_id: str
+    replaced_message_id: str
+    tool_call_id: str | None
+    user_id: str | None
+    created_at: int
 
 
 class RunOut(msgspec.Struct):
@@ -96,6 +107,7 @@ class RunOut(msgspec.Struct):
     forked_from_message_index: int | None
     forked_from_session_id: str | None
     regenerated_from: str | None
+    edits: list[EditOut]
     last_checkpoint_at_message_index: int | None
     cancel_requested: bool
     content_type: Literal["str"] = "str"
@@ -122,6 +134,7 @@ class TimelineOut(msgspec.Struct):
     run_id: str
     session_id: str
     checkpoints: list[CheckpointOut]
+    edits: list[EditOut]
 
 
 class SnapshotOut(msgspec.Struct):
@@ -229,6 +242,19 @@ def message(m: Message) -> MessageOut:
         tool_args=m.tool_args,
         tool_call_error=m.tool_call_error if m.role == "tool" else None,
         ruling=m.ruling,
+        replaces=m.replaces,
+    )
+
+
+def edit(e: Edit) -> EditOut:
+    return EditOut(
+        kind=e.kind,
+        message_index=e.message_index,
+        message_id=e.message_id,
+        replaced_message_id=e.replaced_message_id,
+        tool_call_id=e.tool_call_id,
+        user_id=e.user_id,
+        created_at=int(e.created_at),
     )
 
 
@@ -259,6 +285,7 @@ def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = Non
         forked_from_message_index=r.forked_from_message_index,
         forked_from_session_id=r.forked_from_session_id,
         regenerated_from=r.regenerated_from,
+        edits=[edit(e) for e in r.edits],
         last_checkpoint_at_message_index=r.last_checkpoint_at_message_index,
         cancel_requested=r.cancel_requested,
     )
@@ -292,6 +319,7 @@ def timeline(r: Run, checkpoints: list[Checkpoint]) -> TimelineOut:
         run_id=r.run_id,
         session_id=r.session_id,
         checkpoints=[checkpoint(c, is_latest=i == last) for i, c in enumerate(checkpoints)],
+        edits=[edit(e) for e in r.edits],
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from runpoint import transcript
 from runpoint.errors import Conflict, Locked
 from runpoint.types import (
     Checkpoint,
@@ -95,9 +96,9 @@ class Tables:
             raise Conflict(f"run {run.run_id} was changed by another writer")
         # one place in the session's event log per message, then one for the boundary
         session.event_seq += len(messages) + 1
-        first = run.message_count - len(messages)
+        indexes = transcript.own_indexes(run, len(messages))
         rows = self._messages.setdefault(run.run_id, {})
-        rows.update((first + i, copy(m)) for i, m in enumerate(messages))
+        rows.update((i, copy(m)) for i, m in zip(indexes, messages, strict=True))
         if checkpoint is not None:
             marks = self._checkpoints.setdefault(run.run_id, {})
             marks.setdefault(  # the first checkpoint at an index stands
