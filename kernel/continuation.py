@@ -37,6 +37,16 @@ from runpoint.types import (
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
 
 
+class Branch(msgspec.Struct, frozen=True, kw_only=True):
+    """What a new run forked at a boundary starts with, besides its source's history:
+    edits to that history, a new input, and a model or instructions of its own."""
+
+    input: str | None = None
+    edits: list[EditRequest] = []
+    model: str | None = None
+    instructions: str | None = None
+
+
 class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     """Continue `run_id` from a boundary (see `Continuation.start`)."""
 
@@ -101,7 +111,7 @@ class Continuation:
         the tool_call_id of a paused call to a person's decision (`runpoint.types.Decision`):
         run it, with edited arguments perhaps; do not, saying why perhaps; or its result.
         """
-        source = await self._source(request)
+        source = await self.source(request.run_id, request.session_id, request.agent_id)
         agent = self.queries.agent(source.agent_id)
         self._refuse_contradictions(request, source)
         index = await self._requested_boundary(request, source)
@@ -124,28 +134,30 @@ class Continuation:
             return await self._resume(agent, source, pending, request, stream)
         return await self._branch(agent, source, index, request, stream)
 
-    async def _source(self, request: ContinueRun) -> Run:
-        """The run to continue, once its session's lock (a rollback's, perhaps) is settled."""
-        find = partial(
-            self.queries.run,
-            request.run_id,
-            session_id=request.session_id,
-            agent_id=request.agent_id,
-        )
+    async def source(self, run_id: str, session_id: str | None, agent_id: str | None) -> Run:
+        """The run to continue, once its session's lock (a rollback's, perhaps) is settled;
+        NotContinuable if it was rolled back out of its session."""
+        find = partial(self.queries.run, run_id, session_id=session_id, agent_id=agent_id)
         source = await find()
         session = await self.storage.get_session(source.session_id)
         if session is not None and session.locked is not None:
             await self.sessions.settle_lock(session)
             source = await find()  # rolled back, perhaps
-        return source
-
-    def _refuse_contradictions(self, request: ContinueRun, source: Run) -> None:
         if source.hidden:
             raise NotContinuable(
                 f"run {source.run_id} was rolled back out of its session; it is history only"
             )
-        if request.input is not None and not request.input.strip():
+        return source
+
+    def check(self, branch: Branch) -> None:
+        """Refuse what a new run cannot start with, before anything starts."""
+        if branch.input is not None and not branch.input.strip():
             raise InvalidRequest("input must not be empty")
+        if branch.model is not None:
+            self.host.model(branch.model)  # unknown providers fail here
+
+    def _refuse_contradictions(self, request: ContinueRun, source: Run) -> None:
+        self.check(Branch(input=request.input, model=request.model))
         if request.replace_original is not None and not request.regenerate:
             raise InvalidRequest("replace_original applies only with regenerate")
         if request.regenerate and (
@@ -158,8 +170,6 @@ class Continuation:
                 "regenerate chooses its own boundary and always makes a new run; "
                 "it takes no input, fork, continue_from or edits"
             )
-        if request.model is not None:
-            self.host.model(request.model)  # unknown providers fail here, before anything starts
 
     async def _requested_boundary(self, request: ContinueRun, source: Run) -> int:
         if not request.regenerate:
@@ -218,29 +228,40 @@ class Continuation:
                 raise Conflict(f"run {source.run_id} is in flight; it cannot be replaced yet")
             source.status = RunStatus.REGENERATED
             await self.storage.save(source, [], None)
+        branch = Branch(input=request.input, edits=request.edits, model=request.model)
+        run, rows, new = await self.fork(agent, source, index, branch)
+        if request.regenerate:
+            run.regenerated_from = source.run_id
+        self.executor.accept(run, background=request.background, stream=stream)
+        await self.storage.create_runs([run], {run.run_id: rows})
+        return await self.executor.begin(
+            agent, run, new, stream=stream, background=request.background
+        )
+
+    async def fork(
+        self, agent: Agent, source: Run, index: int, branch: Branch
+    ) -> tuple[Run, list[Message], list[Message]]:
+        """A new run at the source's whole boundary `index`, not written yet: the run, the
+        rows it is born with (edited messages, its input), and its input."""
         run_id = new_id()
-        new = [Message(role="user", content=request.input)] if request.input is not None else []
-        born = await edits.birth(self.storage, agent, source, index, request.edits, run_id, new)
+        new = [Message(role="user", content=branch.input)] if branch.input is not None else []
+        born = await edits.birth(self.storage, agent, source, index, branch.edits, run_id, new)
         run = Run(
             run_id=run_id,
             session_id=source.session_id,
             agent_id=source.agent_id,
             team_id=source.team_id,
             user_id=source.user_id,
-            input=request.input if request.input is not None else source.input,
-            model=request.model or agent.model_name,
+            input=branch.input if branch.input is not None else source.input,
+            model=branch.model or agent.model_name,
             policy=agent.checkpoint,
             segments=born.segments,
             message_count=born.message_count,
             previous_run_id=source.previous_run_id,
             forked_from_run_id=source.run_id,
             forked_from_message_index=index,
-            regenerated_from=source.run_id if request.regenerate else None,
             edits=born.edits,
+            instructions=branch.instructions,
             decisions=born.decisions,
         )
-        self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.create_runs([run], {run_id: born.rows})
-        return await self.executor.begin(
-            agent, run, new, stream=stream, background=request.background
-        )
+        return run, born.rows, new

@@ -23,7 +23,10 @@ from runpoint.adapters.auth import Auth
 from runpoint.agent import Agent
 from runpoint.services import Runpoint
 
-from . import inputs
+from . import (
+    branches,  # noqa: F401  (importing it registers its operations)
+    inputs,
+)
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
 from .security import PUBLIC, Authenticate, FailureBudget

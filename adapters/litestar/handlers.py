@@ -6,21 +6,21 @@ them, a ready Response (a stream), or None for an empty body."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 import msgspec
 from litestar import Response
 
-from runpoint.boundaries import ContinueFrom
 from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
 from runpoint.types import Approve, Decision, Reject
 
-from . import json_depth, sse, wire
+from . import sse, wire
 from .cursors import Cursors
 from .edit_requests import edit_requests
 from .errors import HttpError
-from .inputs import holds_nul, integer
+from .inputs import boundary
+from .json_fields import decoded, holds_nul
 from .session_wire import SessionWire
 from .spec import document_json
 
@@ -180,7 +180,7 @@ async def continue_agent_run(
         run_id,
         session_id=session_id,
         agent_id=agent_id,
-        continue_from=_continue_from(continue_from),
+        continue_from=boundary(continue_from),
         input=input,
         fork=fork,
         regenerate=regenerate,
@@ -250,41 +250,22 @@ async def _started(
     return wire.run_detail(await rp.get_run(run.run_id), _agent_name(rp, run.agent_id))
 
 
-def _continue_from(value: str | int) -> ContinueFrom:
-    """`continue_from` as the services take it: "end", "last_user" or a message index,
-    which a form sends as text."""
-    if isinstance(value, int):
-        return value
-    if value in ("end", "last_user"):
-        return cast(ContinueFrom, value)
-    if (index := integer(value)) is None:
-        raise HttpError(
-            400,
-            "INVALID_BOUNDARY",
-            f"continue_from must be 'end', 'last_user' or a message index, not {value!r}",
-        )
-    return index
-
-
 def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
     """`tools` (JSON text from a form, or a JSON array) as {tool_call_id: decision}: the
     result a person gave, or whether to run the call; with neither it stays undecided."""
     if tools is None or tools == "":
         return None
-    if isinstance(tools, str):
-        json_depth.refuse_deep(tools.encode(), "tools")
-        try:
-            tools = msgspec.json.decode(tools)
-        except msgspec.DecodeError:
-            raise HttpError(400, "BAD_REQUEST", "Invalid JSON in tools field") from None
     try:
-        decisions = msgspec.convert(tools, list[ToolDecision])
+        decisions = msgspec.convert(
+            decoded(tools, "tools", "Invalid JSON in tools field"), list[ToolDecision]
+        )
     except msgspec.ValidationError as exc:
         raise HttpError(400, "BAD_REQUEST", f"Invalid structure for tools: {exc}") from None
     decided: dict[str, Decision] = {}
     for i, d in enumerate(decisions):
-        # JSON text escapes a NUL, which the document's patterns then cannot see
-        if holds_nul(msgspec.to_builtins(d)):
+        # JSON text escapes a NUL, which the document's patterns then cannot see (a JSON
+        # body's `tool_args` are a tool's arguments, kept whole as a model's are)
+        if isinstance(tools, str) and holds_nul(msgspec.to_builtins(d)):
             raise HttpError(422, "VALIDATION_ERROR", f"tools[{i}] must not contain U+0000 (NUL)")
         if (decision := d.decision()) is not None:
             decided[d.tool_call_id] = decision

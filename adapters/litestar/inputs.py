@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl
 
 import msgspec
 from litestar import Request
+
+from runpoint.boundaries import ContinueFrom
 
 from . import json_depth
 from .errors import HttpError
@@ -65,17 +67,20 @@ def integer(text: str) -> int | None:
         return None
 
 
-def holds_nul(value: Any) -> bool:
-    """Whether a decoded JSON value holds a U+0000 in any string (a key included): what
-    the document's patterns cannot see inside a free-form object, or in JSON text a form
-    field carries."""
-    if isinstance(value, str):
-        return "\x00" in value
-    if isinstance(value, dict):
-        return any(holds_nul(k) or holds_nul(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(holds_nul(v) for v in value)
-    return False
+def boundary(value: str | int) -> ContinueFrom:
+    """`continue_from` as the services take it: "end", "last_user" or a message index,
+    which a form sends as text."""
+    if isinstance(value, int):
+        return value
+    if value in ("end", "last_user"):
+        return cast(ContinueFrom, value)
+    if (index := integer(value)) is None:
+        raise HttpError(
+            400,
+            "INVALID_BOUNDARY",
+            f"continue_from must be 'end', 'last_user' or a message index, not {value!r}",
+        )
+    return index
 
 
 def _from_json(value: Any, field: Field) -> Any:

@@ -22,6 +22,7 @@ URLENCODED = "application/x-www-form-urlencoded"
 FORMS = (URLENCODED, "multipart/form-data")
 _TEXT_CONSTRAINTS = {"pattern": "pattern", "minLength": "min_length", "maxLength": "max_length"}
 _NUMBER_CONSTRAINTS = {"minimum": "ge", "maximum": "le"}
+_ARRAY_CONSTRAINTS = {"minItems": "min_length", "maxItems": "max_length"}
 _KNOWN_KEYS = {"type", "anyOf", "const", "enum", "items", "properties", "required", "default"}
 _NOTES = {"description", "title", "example", "examples"}
 
@@ -136,7 +137,7 @@ class _Resolver:
     def type(self, schema: dict[str, Any], where: str) -> Any:
         schema = self.deref(schema)
         unknown = set(schema) - _KNOWN_KEYS - _NOTES - set(_TEXT_CONSTRAINTS)
-        unknown -= set(_NUMBER_CONSTRAINTS)
+        unknown -= set(_NUMBER_CONSTRAINTS) | set(_ARRAY_CONSTRAINTS)
         if unknown:
             raise SpecError(f"{where}: unsupported schema keywords {sorted(unknown)}")
         if "anyOf" in schema:
@@ -158,7 +159,8 @@ class _Resolver:
         if kind == "null":
             return None
         if kind == "array":
-            return list[self.type(schema["items"], where)]  # type: ignore[misc]
+            items = self.type(schema["items"], where)
+            return _constrained(list[items], schema, _ARRAY_CONSTRAINTS)  # type: ignore[valid-type]
         if kind == "object" and "properties" in schema:
             required = set(schema.get("required", ()))
             props = schema["properties"].items()
@@ -174,6 +176,6 @@ class _Resolver:
         raise SpecError(f"{where}: unsupported type {kind!r}")
 
 
-def _constrained(kind: type, schema: dict[str, Any], names: dict[str, str]) -> Any:
+def _constrained(kind: Any, schema: dict[str, Any], names: dict[str, str]) -> Any:
     meta = {names[k]: v for k, v in schema.items() if k in names}
     return Annotated[kind, msgspec.Meta(**meta)] if meta else kind

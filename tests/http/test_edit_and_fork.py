@@ -84,12 +84,12 @@ async def test_bad_edits_are_refused(client: Client) -> None:
     cases: list[tuple[Any, int, str, str]] = [
         (
             [{"kind": "tool_result", "tool_call_id": paris}],
-            422,
-            "VALIDATION_ERROR",
+            400,
+            "BAD_REQUEST",
             "edits[0].content is required",
         ),
-        ("[{", 422, "VALIDATION_ERROR", "edits is not valid JSON"),
-        ('[{"kind": "nope"}]', 422, "VALIDATION_ERROR", "edits[0].kind: Invalid value 'nope'"),
+        ("[{", 400, "BAD_REQUEST", "edits is not valid JSON"),
+        ('[{"kind": "nope"}]', 400, "BAD_REQUEST", "edits[0].kind: Invalid value 'nope'"),
         (
             [{"kind": "tool_arguments", "tool_call_id": paris, "arguments": {"city": ["x"]}}],
             422,
@@ -115,3 +115,37 @@ async def test_bad_edits_are_refused(client: Client) -> None:
         assert_error(response, status, code, detail)
     listed = await client.get(f"/sessions/{source['session_id']}/runs")
     assert len(listed.json()) == 1  # nothing was started
+
+
+async def test_the_diff_of_an_edited_fork_and_its_source(client: Client) -> None:
+    source = await completed(client)
+    paris = source["tools"][0]
+    edits = [{"kind": "tool_result", "tool_call_id": paris["tool_call_id"], "content": "99M"}]
+    fork = (await continued(client, source, continue_from=3, edits=edits)).json()
+    query = {"session_id": source["session_id"], "other_run_id": fork["run_id"]}
+    response = await client.get(f"{RUNS}/{source['run_id']}/diff", params=query)
+    assert response.status_code == 200, response.text
+    diff = response.json()
+    assert diff["common_message_index"] == 2
+    assert (diff["base"]["run_id"], diff["other"]["run_id"]) == (source["run_id"], fork["run_id"])
+    assert (diff["base"]["status"], diff["other"]["status"]) == ("COMPLETED", "COMPLETED")
+    assert diff["base"]["message_index"] == diff["base"]["requested_message_index"] == 6
+    [edited] = diff["messages"]["edited"]
+    assert edited["base"]["message"]["content"] == "2.1M"
+    assert edited["other"]["message"]["replaces"] == edited["base"]["message"]["id"]
+    assert [m["message_index"] for m in diff["messages"]["added"]] == [3, 4, 5]
+    [changed] = diff["tools"]["changed"]
+    assert (changed["base"]["result"], changed["other"]["result"]) == ("2.1M", "99M")
+
+    one_run = {"session_id": source["session_id"], "message_index": 3}
+    response = await client.get(f"{RUNS}/{source['run_id']}/diff", params=one_run)
+    assert [m["message_index"] for m in response.json()["messages"]["added"]] == [3, 4, 5]
+
+    bad = {"session_id": source["session_id"], "other_message_index": 99}
+    response = await client.get(f"{RUNS}/{source['run_id']}/diff", params=bad)
+    assert_error(
+        response,
+        400,
+        "INVALID_BOUNDARY",
+        f"message_index 99 is outside run {source['run_id']}'s boundaries 0..6",
+    )
