@@ -2,6 +2,7 @@
 // Every datum comes from the public HTTP API (api.js).
 
 import { api, ApiError, FINAL_EVENTS } from "./api.js";
+import { compareForm, diffView } from "./compare.js";
 import { setUpSignOut } from "./credentials.js";
 import { empty, errorBox, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
 import { checkpointLabel, LiveRun, timelineStrip, transcript } from "./transcript.js";
@@ -25,13 +26,16 @@ const href = {
   session: (sessionId) => `#/sessions/${encodeURIComponent(sessionId)}`,
   run: (sessionId, runId, at = null) =>
     `${href.session(sessionId)}/runs/${encodeURIComponent(runId)}${at === null ? "" : `/at/${at}`}`,
+  compare: (sessionId, a, b) =>
+    `${href.session(sessionId)}/compare/${encodeURIComponent(a)}/${encodeURIComponent(b)}`,
 };
 
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const route = { sessionId: null, runId: null, at: null };
+  const route = { sessionId: null, runId: null, at: null, compare: null };
   if (parts[0] === "sessions" && parts[1]) route.sessionId = parts[1];
   if (parts[2] === "runs" && parts[3]) route.runId = parts[3];
+  if (parts[2] === "compare" && parts[3] && parts[4]) route.compare = [parts[3], parts[4]];
   if (parts[4] === "at" && /^\d+$/.test(parts[5] || "")) route.at = Number(parts[5]);
   return route;
 }
@@ -46,13 +50,16 @@ function go(url, focus, reload = false) {
 }
 
 async function route() {
-  const { sessionId, runId, at } = parseRoute();
+  const { sessionId, runId, at, compare } = parseRoute();
   const { focus, reload } = after;
   after = {};
   state.live = null; // a stream still going on keeps going, but no longer owns the run panel
   if (sessionId !== state.sessionId || reload || !state.session) await showSession(sessionId, runId);
   else highlightRun(runId);
-  if (runId === null) {
+  if (compare !== null) {
+    state.run = null;
+    await showCompare(sessionId, ...compare);
+  } else if (runId === null) {
     state.run = null;
     showNoRun(sessionId);
   } else if (reload || state.run?.run.run_id !== runId) {
@@ -147,7 +154,28 @@ function renderSession(runId) {
           }),
         )
       : empty("This session has no runs yet."),
+    runs.length > 1
+      ? compareForm(runs, {
+          base: runs[0].run_id,
+          other: runs[runs.length - 1].run_id,
+          compare: (a, b) => go(href.compare(session.session_id, a, b), "run-title"),
+        })
+      : null,
   );
+}
+
+// Two runs of the session side by side, from their common checkpoint.
+async function showCompare(sessionId, a, b) {
+  $("run-title").textContent = `Compare ${shortId(a)} with ${shortId(b)}`;
+  showNoSnapshot();
+  const body = fill($("run-body"), loading("Comparing…"));
+  const agentId = agentOf(sessionId, a);
+  try {
+    const diff = await api.diff(agentId, a, sessionId, b);
+    fill(body, diffView(diff, { href: (runId) => href.run(sessionId, runId) }));
+  } catch (error) {
+    fill(body, errorBox(error, { retry: () => go(location.hash, null, true) }));
+  }
 }
 
 function highlightRun(runId) {

@@ -24,7 +24,7 @@ function toolCall(name, argText) {
   );
 }
 
-function message(msg, index, { inherited, after }) {
+export function messageItem(msg, index, { inherited, after }) {
   const isError = msg.role === "tool" && msg.tool_call_error;
   const body = [];
   if (msg.role === "tool") {
@@ -55,6 +55,7 @@ function message(msg, index, { inherited, after }) {
       h("span", { class: "msg-index" }, `#${index}`),
       isError ? h("span", { class: "badge status-error" }, "error") : null,
       inherited ? h("span", { class: "tag" }, "inherited") : null,
+      msg.replaces ? h("span", { class: "tag", title: `replaces message ${msg.replaces}` }, "edited") : null,
     ),
     ...body,
   );
@@ -137,7 +138,7 @@ export function transcript(run, checkpoints, { selected, select }) {
   };
   messages.forEach((msg, i) => {
     boundary(i);
-    items.push(message(msg, i, { inherited: forkAt !== null && i < forkAt, after: selected !== null && i >= selected }));
+    items.push(messageItem(msg, i, { inherited: forkAt !== null && i < forkAt, after: selected !== null && i >= selected }));
   });
   boundary(messages.length);
   return h("ol", { class: "transcript", "aria-label": "Transcript" }, items);
