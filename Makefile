@@ -1,32 +1,53 @@
-# The two commands a new user needs: `make serve` and `make test`.
+# The two commands a new user needs: `make serve` and `make test`. Each installs what it
+# needs into .venv, once: nothing is installed again until pyproject.toml changes.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# `make serve EXTRAS=openai,postgres` adds extras to what serving installs
+EXTRAS ?=
+, := ,
+SERVING := $(VENV)/.serving$(if $(EXTRAS),-$(subst $(,),-,$(EXTRAS)))
+TESTING := $(VENV)/.testing
 LINKED := $(VENV)/.linked
+FILES := $(VENV)/.files
 
-.PHONY: install serve test lint bench
+.PHONY: install serve test lint bench FORCE
 
-# pip's --quiet leaves setuptools' notices on; strict editable installs always print one
-PIP := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip
-# A strict editable install links each module: adding, renaming or removing one changes
-# its directory, and then (only then) the quick relink below runs again.
-PACKAGE_DIRS := $(shell find kernel plugins adapters -type d -not -name __pycache__)
+# pip's own lines show the progress; setuptools' notice about strict editable installs
+# (a UserWarning) is not for the user
+PIP := PYTHONWARNINGS=ignore::UserWarning $(BIN)/python -m pip --disable-pip-version-check
+STRICT := --config-settings editable_mode=strict
 
-$(STAMP): pyproject.toml contrib/every_n_turns/pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip "setuptools>=77"
-	$(PIP) install --quiet -e '.[dev]' --config-settings editable_mode=strict
-	$(PIP) install --quiet -e contrib/every_n_turns --config-settings editable_mode=strict
-	touch $(STAMP)
 
-$(LINKED): $(STAMP) $(PACKAGE_DIRS)
-	$(PIP) install --quiet --no-deps --no-build-isolation -e . --config-settings editable_mode=strict
-	touch $(LINKED)
+# runpoint and what serving needs (no vendor SDK, no PostgreSQL driver, no dev tools); the
+# relink below builds with the venv's setuptools, which must read pyproject.toml's license
+$(SERVING): pyproject.toml | $(BIN)/python $(FILES)
+	@echo "make: installing runpoint$(if $(EXTRAS),[$(EXTRAS)]) and what serving needs into $(VENV)"
+	$(PIP) install "setuptools>=77" -e '.$(if $(EXTRAS),[$(EXTRAS)])' $(STRICT)
+	touch $@ $(LINKED)
 
-install: $(LINKED)
+# everything (runpoint[all]), the dev tools and the example plugin
+$(TESTING): pyproject.toml contrib/every_n_turns/pyproject.toml | $(BIN)/python $(FILES)
+	@echo "make: installing runpoint[dev] (every extra and the dev tools) into $(VENV)"
+	$(PIP) install "setuptools>=77" -e '.[dev]' $(STRICT)
+	$(PIP) install -e contrib/every_n_turns $(STRICT)
+	touch $@ $(VENV)/.serving $(LINKED)
 
-serve: install
+# A strict editable install links each file of the packages: one added, renamed or removed
+# needs the (quick) relink, which runs only when the list of files has changed.
+$(FILES): FORCE | $(BIN)/python
+	@find kernel plugins adapters -name __pycache__ -prune -o -type f -print | sort > $@.new
+	@cmp -s $@.new $@ && rm $@.new || mv $@.new $@
+
+$(LINKED): $(FILES)
+	$(PIP) install --quiet --no-deps --no-build-isolation -e . $(STRICT)
+	touch $@
+
+install: $(TESTING) $(LINKED)
+
+serve: $(SERVING) $(LINKED)
 	$(BIN)/runpoint serve
 
 lint: install

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-import jwt
 import msgspec
 import yaml
 
@@ -78,6 +77,8 @@ class Auth:
         raise Unauthenticated("unknown API key")
 
     def _verify(self, token: str, key: JwtKey) -> Principal:
+        import jwt  # here: a server without a JWT key never pays its import (and cryptography's)
+
         try:
             claims = jwt.decode(
                 token,

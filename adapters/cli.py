@@ -13,6 +13,7 @@ from runpoint.adapters.serving import (
     add_serve_options,
     database_url,
     is_loopback,
+    opened,
     serve,
 )
 
@@ -26,9 +27,8 @@ def upgrade_database(db: str) -> None:
     from runpoint.host import PluginHost
 
     async def upgrade() -> None:
-        storage = PluginHost().storage(database_url(db))
-        await storage.open()
-        await storage.close()
+        async with opened(PluginHost().storage(database_url(db)), db):
+            pass
 
     asyncio.run(upgrade())
 
@@ -43,17 +43,14 @@ def lock_session(db: str, session_id: str, lock: bool) -> str:
     from runpoint.host import PluginHost
 
     async def change() -> str:
-        storage = PluginHost().storage(database_url(db))
-        await storage.open()
-        try:
-            if lock:
-                done = await storage.lock_session(session_id, "maintenance")
-            else:
-                done = await storage.unlock_session(session_id)
-        except RunpointError as exc:
-            return f"session {session_id}: {exc}"
-        finally:
-            await storage.close()
+        async with opened(PluginHost().storage(database_url(db)), db) as storage:
+            try:
+                if lock:
+                    done = await storage.lock_session(session_id, "maintenance")
+                else:
+                    done = await storage.unlock_session(session_id)
+            except RunpointError as exc:
+                return f"session {session_id}: {exc}"
         if not done:
             return f"session {session_id}: not found"
         return f"session {session_id}: {'locked' if lock else 'unlocked'}"
@@ -108,8 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return run(args)
     except (StartupError, ConfigurationError) as exc:  # a bad input: one line, like a usage error
-        print(f"runpoint {args.command}: {exc}", file=sys.stderr)
+        print(f"{command(args)}: {exc}", file=sys.stderr)
         return 2
+
+
+def command(args: argparse.Namespace) -> str:
+    """The command line's command, as `runpoint session lock`."""
+    words = ("command", "db_command", "session_command")
+    return " ".join(["runpoint", *filter(None, (getattr(args, w, None) for w in words))])
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,6 @@ reason (a failing run otherwise shows only as a 200 in the request log)."""
 
 from __future__ import annotations
 
-import json
 import logging
 
 from runpoint import hookimpl
@@ -16,10 +15,10 @@ class RunLog:
     @hookimpl
     def runpoint_run_finished(self, run: Run) -> None:
         if run.status is RunStatus.ERROR:
-            log.error(
-                "run ended ERROR run_id=%s session_id=%s agent_id=%s reason=%s",
-                run.run_id,
-                run.session_id,
-                run.agent_id,
-                json.dumps(run.error or "unknown"),  # quoted, so the line stays one line
-            )
+            fields = {
+                "run_id": run.run_id,
+                "session_id": run.session_id,
+                "agent_id": run.agent_id,
+                "reason": run.error or "unknown",
+            }
+            log.error("run ended ERROR", extra={"fields": fields})

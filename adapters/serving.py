@@ -7,24 +7,30 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import ipaddress
 import logging
+import logging.config
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from runpoint.adapters import logs
+
 if TYPE_CHECKING:
     from litestar import Litestar
+    from litestar.types import ASGIApp
 
     from runpoint.adapters.auth import Auth
     from runpoint.agent import Agent
     from runpoint.services import Runpoint
+    from runpoint.storage import Storage
 
 log = logging.getLogger("runpoint.serve")
 
@@ -82,6 +88,20 @@ LISTEN = (
         "info",
         choices=("critical", "error", "warning", "info", "debug", "trace"),
     ),
+    Option(
+        "--log-format",
+        "RUNPOINT_LOG_FORMAT",
+        "log lines as text, or as JSON objects (one a line) for machines",
+        "text",
+        choices=logs.FORMATS,
+    ),
+    KEEPALIVE := Option(
+        "--keepalive-seconds",
+        "RUNPOINT_KEEPALIVE_SECONDS",
+        "an event stream quiet this long sends a keep-alive comment",
+        15.0,
+        float,
+    ),
 )
 ACCESS = (
     Option(
@@ -103,6 +123,7 @@ ACCESS = (
 )
 JWT_SECRET_ENV = "RUNPOINT_JWT_SECRET"  # a secret has no option: command lines are public
 OPEN_ENV = "RUNPOINT_ALLOW_UNAUTHENTICATED"
+OTEL_ENV = "RUNPOINT_OTEL"
 ACCESS_HELP = f"""With no API keys and no JWT key the server is open: every request acts as one
 default team. Set ${JWT_SECRET_ENV} to accept HS256 JWTs signed with it."""
 
@@ -116,9 +137,21 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
     access.add_argument(
         "--allow-unauthenticated",
         action="store_true",
-        default=os.environ.get(OPEN_ENV, "").lower() in ("1", "true", "yes"),
+        default=is_set(OPEN_ENV),
         help=f"serve an address other than loopback with no authentication (${OPEN_ENV})",
     )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        default=is_set(OTEL_ENV),
+        help="send OpenTelemetry traces, set up by the standard OTEL_* variables "
+        f"(needs runpoint[otel]; ${OTEL_ENV})",
+    )
+
+
+def is_set(variable: str) -> bool:
+    """Whether a yes-or-no environment variable says yes."""
+    return os.environ.get(variable, "").lower() in ("1", "true", "yes")
 
 
 def load_agents(spec: str) -> Iterable[Agent]:
@@ -168,13 +201,14 @@ def auth_from_env() -> Auth:
 
 def runpoint_from_env() -> Runpoint:
     from runpoint.adapters.run_log import RunLog
+    from runpoint.adapters.telemetry import observers
     from runpoint.host import PluginHost
     from runpoint.services import Runpoint
 
     return Runpoint(
         load_agents(os.environ.get(APP.variable, APP.default)),
         database=database_url(os.environ.get(DB.variable, DB.default)),
-        host=PluginHost([RunLog()]),
+        host=PluginHost([RunLog(), *observers(traces=is_set(OTEL_ENV))]),
         lease_seconds=float(os.environ.get(LEASE.variable, LEASE.default)),
     )
 
@@ -189,24 +223,16 @@ def app_for(rp: Runpoint) -> Litestar:
         auth=auth_from_env(),
         rate_limit=rate_limit(limit) if limit else None,
         max_body_bytes=int(os.environ.get(MAX_BODY.variable, MAX_BODY.default)),
+        keepalive_seconds=float(os.environ.get(KEEPALIVE.variable, KEEPALIVE.default)),
     )
 
 
-def app_from_env() -> Litestar:
-    """The app factory uvicorn calls in each worker process (with --workers over 1)."""
-    configure_logging(os.environ.get("RUNPOINT_LOG_LEVEL", "info"))
-    return app_for(runpoint_from_env())
+def app_from_env() -> ASGIApp:
+    """The app factory uvicorn calls in each worker process (with --workers over 1), which
+    has configured its logging already."""
+    from runpoint.adapters.request_log import RequestLog
 
-
-def configure_logging(level: str) -> None:
-    """runpoint's own log lines (not its libraries') on stderr beside uvicorn's."""
-    logger = logging.getLogger("runpoint")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(levelname)-9s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-        logger.propagate = False
-    logger.setLevel("DEBUG" if level == "trace" else level.upper())
+    return RequestLog(app_for(runpoint_from_env()))
 
 
 def is_loopback(host: str) -> bool:
@@ -218,21 +244,33 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_database(rp: Runpoint, db: str) -> None:
-    """Open the database once (applying migrations) and close it: an unreachable server
-    or an unwritable file fails here, not in each worker's start-up."""
-
-    async def open_and_close() -> None:
-        await rp.storage.open()
-        await rp.storage.close()
-
+@contextlib.asynccontextmanager
+async def opened(storage: Storage, db: str) -> AsyncIterator[Storage]:
+    """`storage` opened (its migrations applied) and closed after: a database that cannot
+    be opened (an unreachable server, an unwritable file) is a StartupError in one line,
+    whatever the driver raised."""
     try:
-        asyncio.run(open_and_close())
-    except Exception as exc:  # whatever the driver raises, said in one line
+        await storage.open()
+    except Exception as exc:
         reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
         raise StartupError(
             f"--db {without_password(db)}: cannot open the database: {reason}"
         ) from exc
+    try:
+        yield storage
+    finally:
+        await storage.close()
+
+
+def check_database(rp: Runpoint, db: str) -> None:
+    """Open the database once (applying migrations) and close it: a database that cannot
+    be opened fails here, not in each worker's start-up."""
+
+    async def open_and_close() -> None:
+        async with opened(rp.storage, db):
+            pass
+
+    asyncio.run(open_and_close())
 
 
 def warn_missing_keys(rp: Runpoint) -> None:
@@ -257,7 +295,10 @@ def serve(args: argparse.Namespace) -> None:
     for option in (APP, DB, *LISTEN, LEASE, *ACCESS):  # for the app factory in workers
         if (value := getattr(args, option.dest)) is not None:
             os.environ[option.variable] = str(value)
-    configure_logging(args.log_level)
+    if args.otel:
+        os.environ[OTEL_ENV] = "1"
+    log_config = logs.config(args.log_level, args.log_format)
+    logging.config.dictConfig(log_config)
     try:
         open_ = auth_from_env().is_open
         if open_ and not is_loopback(args.host) and not args.allow_unauthenticated:
@@ -274,12 +315,16 @@ def serve(args: argparse.Namespace) -> None:
     warn_missing_keys(rp)
     import uvicorn
 
+    from runpoint.adapters.request_log import RequestLog
+
     uvicorn.run(
         # more than one worker: each process builds its own app from the environment
-        app if args.workers == 1 else "runpoint.adapters.serving:app_from_env",
+        RequestLog(app) if args.workers == 1 else "runpoint.adapters.serving:app_from_env",
         factory=args.workers > 1,
         host=args.host,
         port=args.port,
         workers=args.workers,
         log_level=args.log_level,
+        log_config=log_config,  # every line in one format, in each worker too
+        access_log=False,  # RequestLog's lines say more
     )

@@ -27,7 +27,18 @@ from runpoint.queries import Queries
 from runpoint.recovery import Leases
 from runpoint.sessions import Sessions, fork_runs, forked_session
 from runpoint.storage import Storage
-from runpoint.types import IN_FLIGHT, Message, Run, RunStatus, Segment, Session, new_id, now
+from runpoint.types import (
+    IN_FLIGHT,
+    KeyAnswer,
+    KeyClaim,
+    Message,
+    Run,
+    RunStatus,
+    Segment,
+    Session,
+    new_id,
+    now,
+)
 
 
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -76,10 +87,15 @@ class Commands:
         self, request: CreateRun, *, stream: bool = False, idempotency_key: str | None = None
     ) -> RunHandle:
         """Start a run; either way it goes on without the caller."""
-        if idempotency_key is not None:
-            operation = f"create_run {request.agent_id}"
-            again = partial(self.create_run, request, stream=stream)
-            return await self._once(idempotency_key, operation, request, again)
+        start = partial(self._create_run, request, stream)
+        if idempotency_key is None:
+            return await start(None)
+        operation = f"create_run {request.agent_id}"
+        return await self._once(idempotency_key, operation, request, start)
+
+    async def _create_run(
+        self, request: CreateRun, stream: bool, claim: KeyClaim | None
+    ) -> RunHandle:
         agent = self.queries.agent(request.agent_id)
         if not request.message.strip():
             raise InvalidRequest("message must not be empty")
@@ -92,13 +108,16 @@ class Commands:
             user_id=request.user_id,
         )
         run = self._new_run(agent, session, request, stream)
+        answer = idempotency.answering(claim, run.run_id)
         if joined is not None:
-            run = await self._start_in_session(run, incoming)
+            run = await self._start_in_session(run, incoming, answer)
         else:  # the session and its first run (with its input) in one write
             try:
-                await self.storage.create_sessions([session], [run], {run.run_id: incoming})
+                await self.storage.create_sessions(
+                    [session], [run], {run.run_id: incoming}, answering=answer
+                )
             except Conflict:  # a concurrent request created the session: join it
-                return await self.create_run(request, stream=stream)
+                return await self._create_run(request, stream, claim)
         return await self.executor.begin(
             agent, run, incoming, stream=stream, background=request.background
         )
@@ -135,14 +154,16 @@ class Commands:
         self.executor.accept(run, background=request.background, stream=stream)
         return run
 
-    async def _start_in_session(self, run: Run, incoming: list[Message]) -> Run:
+    async def _start_in_session(
+        self, run: Run, incoming: list[Message], answer: KeyAnswer | None
+    ) -> Run:
         """Write the run as its session's next; if a run of the session is in flight, fail
         with Conflict or (`busy_session="wait"`) wait for it, up to `busy_timeout`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.busy_timeout
         while True:
             try:
-                return await self.storage.start_in_session(run, incoming)
+                return await self.storage.start_in_session(run, incoming, answering=answer)
             except Conflict:
                 if self.busy_session != "wait" or loop.time() >= deadline:
                     raise
@@ -155,26 +176,27 @@ class Commands:
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries (see
         `runpoint.continuation`)."""
-        if idempotency_key is not None:
-            operation = f"continue_run {request.agent_id} {request.run_id}"
-            again = partial(self.continue_run, request, stream=stream)
-            return await self._once(idempotency_key, operation, request, again)
-        return await self.continuation.start(request, stream=stream)
+        start = partial(self.continuation.start, request, stream)
+        if idempotency_key is None:
+            return await start(None)
+        operation = f"continue_run {request.agent_id} {request.run_id}"
+        return await self._once(idempotency_key, operation, request, start)
 
     async def fan_out(
         self, request: FanOut, *, idempotency_key: str | None = None
     ) -> list[RunHandle]:
         """Fork a run at one boundary into several new runs, begun together (see
         `runpoint.fan_out`); a retry with the same key gets the first request's runs."""
+        start = partial(fan_out, self.continuation, request)
         if idempotency_key is None:
-            return await fan_out(self.continuation, request)
+            return await start(None)
         return await idempotency.once(
             self.storage,
+            self.leases,
             idempotency_key,
             f"fan_out {request.agent_id} {request.run_id}",
             request,
-            partial(fan_out, self.continuation, request),
-            lambda handles: " ".join(h.run.run_id for h in handles),
+            start,
             self._replay_all,
             wait_seconds=self.busy_timeout,
         )
@@ -210,17 +232,20 @@ class Commands:
         self, request: ForkSession, *, idempotency_key: str | None = None
     ) -> Session:
         """A new session with the same history; its runs point at the source's rows."""
-        if idempotency_key is not None:
-            return await idempotency.once(
-                self.storage,
-                idempotency_key,
-                f"fork_session {request.agent_id} {request.session_id}",
-                request,
-                partial(self.fork_session, request),
-                lambda session: session.session_id,
-                self.sessions.get,
-                wait_seconds=self.busy_timeout,
-            )
+        if idempotency_key is None:
+            return await self._fork_session(request, None)
+        return await idempotency.once(
+            self.storage,
+            self.leases,
+            idempotency_key,
+            f"fork_session {request.agent_id} {request.session_id}",
+            request,
+            partial(self._fork_session, request),
+            self.sessions.get,
+            wait_seconds=self.busy_timeout,
+        )
+
+    async def _fork_session(self, request: ForkSession, claim: KeyClaim | None) -> Session:
         source = await self.sessions.get(request.session_id)
         if request.agent_id is not None and source.agent_id != request.agent_id:
             raise NotFound(f"session {request.session_id} not found for agent {request.agent_id}")
@@ -228,7 +253,11 @@ class Commands:
         if busy := [r.run_id for r in source_runs if r.status in IN_FLIGHT]:
             raise Conflict(f"session {request.session_id} has runs in flight: {', '.join(busy)}")
         session = forked_session(source, source.event_seq)
-        await self.storage.create_sessions([session], fork_runs(source_runs, session.session_id))
+        await self.storage.create_sessions(
+            [session],
+            fork_runs(source_runs, session.session_id),
+            answering=idempotency.answering(claim, session.session_id),
+        )
         return session
 
     # -- idempotency ---------------------------------------------------------------
@@ -238,15 +267,15 @@ class Commands:
         key: str,
         operation: str,
         request: msgspec.Struct,
-        start: Callable[[], Awaitable[RunHandle]],
+        start: Callable[[KeyClaim], Awaitable[RunHandle]],
     ) -> RunHandle:
         return await idempotency.once(
             self.storage,
+            self.leases,
             key,
             operation,
             request,
             start,
-            lambda handle: handle.run.run_id,
             self._replay,
             wait_seconds=self.busy_timeout,
         )

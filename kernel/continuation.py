@@ -11,7 +11,7 @@ from functools import partial
 
 import msgspec
 
-from runpoint import boundaries, edits, tool_calls, transcript
+from runpoint import boundaries, edits, idempotency, tool_calls, transcript
 from runpoint.agent import Agent
 from runpoint.boundaries import ContinueFrom
 from runpoint.edits import EditRequest
@@ -26,6 +26,7 @@ from runpoint.types import (
     IN_FLIGHT,
     Approve,
     Decision,
+    KeyClaim,
     Message,
     Run,
     RunStatus,
@@ -103,8 +104,11 @@ class Continuation:
         self.sessions = sessions
         self.executor = executor
 
-    async def start(self, request: ContinueRun, *, stream: bool) -> RunHandle:
-        """Resume a run in place, or start a new run from one of its boundaries.
+    async def start(
+        self, request: ContinueRun, stream: bool, claim: KeyClaim | None = None
+    ) -> RunHandle:
+        """Resume a run in place, or start a new run from one of its boundaries; the write
+        that does answers `claim`, if the request came with an Idempotency-Key.
 
         `regenerate` re-answers the run's final answer in a new run (tool work is kept)
         and, unless `replace_original` is False, marks the source REGENERATED. `tools` maps
@@ -131,8 +135,8 @@ class Continuation:
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
             pending = transcript.unanswered_calls(last_turn)
-            return await self._resume(agent, source, pending, request, stream)
-        return await self._branch(agent, source, index, request, stream)
+            return await self._resume(agent, source, pending, request, stream, claim)
+        return await self._branch(agent, source, index, request, stream, claim)
 
     async def source(self, run_id: str, session_id: str | None, agent_id: str | None) -> Run:
         """The run to continue, once its session's lock (a rollback's, perhaps) is settled;
@@ -186,6 +190,7 @@ class Continuation:
         pending: list[ToolCall],
         request: ContinueRun,
         stream: bool,
+        claim: KeyClaim | None,
     ) -> RunHandle:
         """Pick the run up again where it stopped, with a new input or a person's decisions."""
         self.executor.refuse_active(run)
@@ -207,7 +212,7 @@ class Continuation:
         run.message_count += len(new)
         run.decisions = {**run.decisions, **decisions}
         self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.save(run, new, None)
+        await self.storage.save(run, new, None, answering=idempotency.answering(claim, run.run_id))
         return await self.executor.begin(
             agent,
             run,
@@ -218,7 +223,13 @@ class Continuation:
         )
 
     async def _branch(
-        self, agent: Agent, source: Run, index: int, request: ContinueRun, stream: bool
+        self,
+        agent: Agent,
+        source: Run,
+        index: int,
+        request: ContinueRun,
+        stream: bool,
+        claim: KeyClaim | None,
     ) -> RunHandle:
         """A new run from the source's boundary `index`, pointing at its rows below it.
         From the end of an ended run with nothing new, the model takes another turn, as
@@ -233,7 +244,9 @@ class Continuation:
         if request.regenerate:
             run.regenerated_from = source.run_id
         self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.create_runs([run], {run.run_id: rows})
+        await self.storage.create_runs(
+            [run], {run.run_id: rows}, answering=idempotency.answering(claim, run.run_id)
+        )
         return await self.executor.begin(
             agent, run, new, stream=stream, background=request.background
         )

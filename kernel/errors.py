@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 
 class RunpointError(Exception):
     """Base of every error a client can cause."""
@@ -36,6 +39,25 @@ class ConfigurationError(RunpointError):
     """An agent or plugin set up wrongly: unknown model, policy or storage."""
 
 
+class MissingExtra(ConfigurationError):
+    """Something asked for (a vendor's models, PostgreSQL) whose packages are not
+    installed: the message is the pip command that installs them."""
+
+
+@contextlib.contextmanager
+def needs_extra(extra: str, what: str, *modules: str) -> Iterator[None]:
+    """Imports made inside are runpoint's `extra`'s (its packages `modules`): one missing
+    is a MissingExtra naming the command that installs it."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in modules:
+            raise
+        raise MissingExtra(
+            f"{what} needs {exc.name}, which is not installed: pip install 'runpoint[{extra}]'"
+        ) from exc
+
+
 class Locked(RunpointError):
     """A session locked for maintenance, or being rolled back (423)."""
 
@@ -53,3 +75,9 @@ class Forbidden(RunpointError):
         super().__init__(f"{kind} {id_} belongs to another team")
         self.kind = kind
         self.id = id_
+
+
+class ClaimLost(Exception):
+    """A write was to answer an Idempotency-Key whose claim is its request's no longer (the
+    claim's lease ran out and a retry took the key over): nothing was written. No client
+    sees it: `runpoint.idempotency` gives the request the retry's answer."""

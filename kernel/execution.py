@@ -8,6 +8,7 @@ background on a database with a run queue, put on the queue for any process to t
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
@@ -15,13 +16,15 @@ import msgspec
 
 from runpoint.agent import Agent
 from runpoint.errors import Conflict
+from runpoint.event_log import EventLog
 from runpoint.host import PluginHost
 from runpoint.loop import Execution, announce
 from runpoint.model import Model
 from runpoint.queries import Queries
 from runpoint.recovery import Leases
-from runpoint.runqueue import QueuedRun, RunQueue
+from runpoint.runqueue import Measured, QueuedRun, RunQueue
 from runpoint.storage import Storage
+from runpoint.streams import Streams
 from runpoint.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus
 
 POLL_SECONDS = 0.05  # how often a request waiting on another run's progress looks again
@@ -34,22 +37,29 @@ class RunHandle:
         self,
         run: Run,
         stopped: Callable[[], Awaitable[Run]],
-        events: asyncio.Queue[RunEvent | None] | None,
+        batches: AsyncIterator[list[RunEvent]] | None,
         *,
         replayed: bool = False,
     ) -> None:
         self.run = run
         self._stopped = stopped
-        self._events = events
+        self._batches = batches
         # the answer to a retried request (same Idempotency-Key): the first request's run,
         # whose events went to the first request
         self.replayed = replayed
 
-    async def events(self) -> AsyncIterator[RunEvent]:
-        if self._events is None:
+    def batches(self) -> AsyncIterator[list[RunEvent]]:
+        """The events of this execution, as its run's event log keeps them, in the batches
+        they came in (see runpoint.streams)."""
+        if self._batches is None:
             raise RuntimeError("this run was started without streaming")
-        while (event := await self._events.get()) is not None:
-            yield event
+        return self._batches
+
+    async def events(self) -> AsyncIterator[RunEvent]:
+        """The events of this execution, one by one."""
+        async for batch in self.batches():
+            for event in batch:
+                yield event
 
     async def result(self) -> Run:
         return await self._stopped()
@@ -71,6 +81,7 @@ class Executor:
         self.queue = queue
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
+        self.streams = Streams(storage, POLL_SECONDS)
 
     async def open(self, *, execute_queued: bool, recover: bool) -> None:
         """Take this process's share of the queue (if `execute_queued`), and with `recover`
@@ -112,7 +123,7 @@ class Executor:
         """Execute an accepted run (written since `accept`) here, or hand it to the run queue."""
         if self._queued(background, stream):
             return await self._enqueue(run, incoming)
-        return self._start(agent, run, incoming, stream, resumed=resumed)
+        return await self._start(agent, run, incoming, stream, resumed=resumed)
 
     def refuse_active(self, run: Run) -> None:
         """Conflict if this process is executing the run."""
@@ -127,6 +138,17 @@ class Executor:
             return False
         execution.cancel_requested.set()
         return True
+
+    def executing(self) -> Counter[str]:
+        """How many runs this process executes, by agent."""
+        return Counter(e.run.agent_id for e in self._active.values() if e.run.status in IN_FLIGHT)
+
+    async def queued(self) -> dict[str, int] | None:
+        """How many runs wait in the run queue, by agent; None if there is no queue or it
+        cannot say."""
+        if isinstance(self.queue, Measured):
+            return await self.queue.waiting()
+        return None
 
     def follow(self, run: Run, *, replayed: bool = False) -> RunHandle:
         """A handle on a run executing elsewhere: its end is polled for when asked."""
@@ -145,7 +167,7 @@ class Executor:
         a background run (one nobody streams) on a database with a queue."""
         return background and not stream and self.queue is not None
 
-    def _start(
+    async def _start(
         self,
         agent: Agent,
         run: Run,
@@ -154,12 +176,9 @@ class Executor:
         *,
         resumed: bool = False,
     ) -> RunHandle:
-        queue: asyncio.Queue[RunEvent | None] | None = asyncio.Queue() if stream else None
-
-        def emit(event: RunEvent) -> None:
-            if queue is not None:
-                queue.put_nowait(event)
-
+        """Execute a run here (claimed: no earlier writer can add to its event log now)."""
+        last_seq = await self.storage.last_event_seq(run.run_id)
+        events = EventLog(self.storage, run, last_seq, lambda: self.streams.stored(run.run_id))
         execution = Execution(
             agent=agent,
             model=self._model(agent, run),
@@ -169,7 +188,7 @@ class Executor:
             leases=self.leases,
             hook=self.host.hook,
             run=run,
-            emit=emit,
+            events=events,
             watched=stream,
             incoming=new_messages,
             resumed=resumed or run.forked_from_run_id is not None,
@@ -180,14 +199,15 @@ class Executor:
             try:
                 return await execution.execute()
             finally:
+                await events.close()
                 if self._active.get(run.run_id) is execution:  # not a later execution's
                     del self._active[run.run_id]
-                if queue is not None:
-                    queue.put_nowait(None)
 
+        started = msgspec.structs.replace(run)
         running = asyncio.create_task(execute(), name=f"run {run.run_id}")
         self._keep(running)
-        return RunHandle(msgspec.structs.replace(run), lambda: asyncio.shield(running), queue)
+        follow = self.streams.follow(started, last_seq) if stream else None
+        return RunHandle(started, lambda: asyncio.shield(running), follow)
 
     async def _enqueue(self, run: Run, incoming: Sequence[Message]) -> RunHandle:
         """Put an accepted PENDING run on the queue. Its input and tool decisions were
@@ -211,13 +231,14 @@ class Executor:
         except Conflict:
             return  # cancelled or claimed meanwhile
         agent = self.queries.agent(run.agent_id)
-        handle = self._start(agent, run, [], False)
+        handle = await self._start(agent, run, [], False)
         await handle.result()
 
     async def _recovered(self, run: Run) -> RunHandle:
         """Resume a run claimed from a process that died."""
+        self.host.hook.runpoint_run_recovered(run=run)
         agent = self.queries.agent(run.agent_id)
-        return self._start(agent, run, [], False, resumed=True)
+        return await self._start(agent, run, [], False, resumed=True)
 
     def _keep(self, task: asyncio.Task[Any]) -> None:
         """Hold a background task until it ends (asyncio keeps only weak references)."""

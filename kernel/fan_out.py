@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import msgspec
 
-from runpoint import boundaries
+from runpoint import boundaries, idempotency
 from runpoint.boundaries import ContinueFrom
 from runpoint.continuation import Branch, Continuation
 from runpoint.errors import InvalidRequest
 from runpoint.execution import RunHandle
+from runpoint.types import KeyClaim
 
 MAX_BRANCHES = 8
 
@@ -29,8 +30,11 @@ class FanOut(msgspec.Struct, frozen=True, kw_only=True):
     background: bool = False
 
 
-async def fan_out(continuation: Continuation, request: FanOut) -> list[RunHandle]:
-    """Start the branches' runs; each goes on without the caller."""
+async def fan_out(
+    continuation: Continuation, request: FanOut, claim: KeyClaim | None = None
+) -> list[RunHandle]:
+    """Start the branches' runs; each goes on without the caller. The write that makes
+    them answers `claim` (their ids), if the request came with an Idempotency-Key."""
     if not 1 <= len(request.branches) <= MAX_BRANCHES:
         raise InvalidRequest(
             f"a fan-out makes 1 to {MAX_BRANCHES} runs, not {len(request.branches)}"
@@ -45,8 +49,11 @@ async def fan_out(continuation: Continuation, request: FanOut) -> list[RunHandle
     forks = [await continuation.fork(agent, source, index, b) for b in request.branches]
     for run, _, _ in forks:
         executor.accept(run, background=request.background, stream=False)
+    runs = [run for run, _, _ in forks]
     await storage.create_runs(
-        [run for run, _, _ in forks], {r.run_id: rows for r, rows, _ in forks}
+        runs,
+        {r.run_id: rows for r, rows, _ in forks},
+        answering=idempotency.answering(claim, " ".join(r.run_id for r in runs)),
     )
     return [
         await executor.begin(agent, run, new, stream=False, background=request.background)

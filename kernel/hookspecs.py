@@ -23,7 +23,7 @@ from runpoint.policy import CheckpointPolicyFactory
 from runpoint.runqueue import RunQueueFactory
 from runpoint.session_state import SessionState
 from runpoint.storage import StorageFactory
-from runpoint.types import Checkpoint, Message, Run, ToolExecution
+from runpoint.types import Checkpoint, Message, Run, Timing, ToolExecution
 
 # -- run family: model providers and lifecycle notifications ------------------------
 
@@ -53,13 +53,34 @@ def runpoint_tool_batch_done(run: Run, executions: Sequence[ToolExecution]) -> N
 
 
 @hookspec
-def runpoint_checkpoint_written(run: Run, checkpoint: Checkpoint) -> None:
-    """A checkpoint and the messages it closes were committed."""
+def runpoint_model_turn_done(
+    run: Run, model: str, message: Message | None, error: Exception | None, timing: Timing
+) -> None:
+    """A model turn ended: its assistant `message` (just appended), or the `error` it
+    failed with (the run then ends ERROR)."""
+
+
+@hookspec
+def runpoint_tool_call_done(run: Run, message: Message, timing: Timing) -> None:
+    """One of the agent's tools was called and returned or raised: `message` is the call's
+    result, about to join the transcript."""
+
+
+@hookspec
+def runpoint_checkpoint_written(run: Run, checkpoint: Checkpoint, timing: Timing) -> None:
+    """A checkpoint and the messages it closes were committed, by a write that took
+    `timing`."""
 
 
 @hookspec
 def runpoint_run_finished(run: Run) -> None:
     """The run stopped: COMPLETED, PAUSED, CANCELLED or ERROR (see `run.status`)."""
+
+
+@hookspec
+def runpoint_run_recovered(run: Run) -> None:
+    """This process claimed a run whose process died, to resume it (`run.recoveries`
+    counts the times)."""
 
 
 # -- checkpoint-policy family -------------------------------------------------------

@@ -11,7 +11,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import pluggy
@@ -24,13 +24,14 @@ from runpoint.policy import CheckpointPolicy, CheckpointPolicyFactory
 from runpoint.runqueue import RunQueue, RunQueueFactory
 from runpoint.session_state import SessionState
 from runpoint.storage import Storage, StorageFactory
-from runpoint.types import Checkpoint, Message, Run, ToolExecution
+from runpoint.types import Checkpoint, Message, Run, Timing, ToolExecution
 
 NAME = "runpoint"
 # Comma-separated plugin names (entry-point names) that are not loaded.
 DISABLE_ENV = "RUNPOINT_DISABLE_PLUGINS"
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # The registration hooks, and what the names they register are called in messages. A
 # name two plugins register is refused, except a run queue's: one chosen by the
@@ -74,11 +75,37 @@ class RunHooks:
     def runpoint_tool_batch_done(self, *, run: Run, executions: Sequence[ToolExecution]) -> None:
         self._notify("runpoint_tool_batch_done", run=run, executions=executions)
 
-    def runpoint_checkpoint_written(self, *, run: Run, checkpoint: Checkpoint) -> None:
-        self._notify("runpoint_checkpoint_written", run=run, checkpoint=checkpoint)
+    def runpoint_model_turn_done(
+        self,
+        *,
+        run: Run,
+        model: str,
+        message: Message | None,
+        error: Exception | None,
+        timing: Timing,
+    ) -> None:
+        self._notify(
+            "runpoint_model_turn_done",
+            run=run,
+            model=model,
+            message=message,
+            error=error,
+            timing=timing,
+        )
+
+    def runpoint_tool_call_done(self, *, run: Run, message: Message, timing: Timing) -> None:
+        self._notify("runpoint_tool_call_done", run=run, message=message, timing=timing)
+
+    def runpoint_checkpoint_written(
+        self, *, run: Run, checkpoint: Checkpoint, timing: Timing
+    ) -> None:
+        self._notify("runpoint_checkpoint_written", run=run, checkpoint=checkpoint, timing=timing)
 
     def runpoint_run_finished(self, *, run: Run) -> None:
         self._notify("runpoint_run_finished", run=run)
+
+    def runpoint_run_recovered(self, *, run: Run) -> None:
+        self._notify("runpoint_run_recovered", run=run)
 
     def _notify(self, hook: str, **arguments: object) -> None:
         # in pluggy's order: the last registered first
@@ -165,6 +192,11 @@ class PluginHost:
         the process that accepts them)."""
         factory: RunQueueFactory | None = self._registry("runpoint_run_queues").get(_scheme(url))
         return factory(url) if factory else None
+
+    def find(self, kind: type[T]) -> T | None:
+        """The loaded plugin that is a `kind`, if any: how an adapter reaches an observer
+        it registered (the metrics a scrape reads, say)."""
+        return next((p for p in self.manager.get_plugins() if isinstance(p, kind)), None)
 
     def plugins(self) -> list[PluginInfo]:
         """The loaded plugins, by name."""

@@ -10,7 +10,7 @@ pause and a resume after a crash all enter the loop the same way:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ import msgspec
 
 from runpoint import tool_calls, transcript
 from runpoint.agent import Agent
+from runpoint.event_log import EventLog
 from runpoint.host import RunHooks
 from runpoint.model import (
     Model,
@@ -36,9 +37,11 @@ from runpoint.types import (
     Run,
     RunEvent,
     RunStatus,
+    Timing,
     ToolCall,
     new_id,
     now,
+    stopwatch,
 )
 
 
@@ -54,8 +57,8 @@ class Execution:
     leases: Leases
     hook: RunHooks
     run: Run
-    emit: Callable[[RunEvent], None]
-    watched: bool  # whether a client streams the run's events (deltas included)
+    events: EventLog
+    watched: bool  # whether the client that started it streams it (the vendor's deltas)
     incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
     transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
@@ -72,6 +75,7 @@ class Execution:
     # reads whole anyway, so nothing is stored that could disagree with the transcript.
     turns_before: int = 0
     batches_before: int = 0
+    call_ids: set[str] = field(default_factory=set)  # the transcript's, each once
 
     async def execute(self) -> Run:
         accepted = self.run.status is RunStatus.PENDING
@@ -123,6 +127,7 @@ class Execution:
             *self.incoming,
         ]
         self.turns_before, self.batches_before = transcript.turns_and_batches(self.transcript)
+        self.call_ids = transcript.call_ids(self.transcript)
         previous, depth = run.previous_run_id, self.agent.history_runs
         while previous is not None and (depth is None or depth > 0):
             earlier = await self.storage.get_run(previous)
@@ -143,6 +148,31 @@ class Execution:
             watched=self.watched,
             memo=self.model_memo,
         )
+        took = stopwatch()
+        try:
+            response = await self.respond(request)
+        except Exception as exc:
+            self.hook.runpoint_model_turn_done(
+                run=self.run, model=self.model.name, message=None, error=exc, timing=took()
+            )
+            raise
+        timing = took()
+        self.model_turns += 1
+        message = Message(
+            role="assistant",
+            content=response.content,
+            tool_calls=response.tool_calls or None,
+            usage=response.usage,
+            model=self.model.name,
+        )
+        self.append(message)
+        self.hook.runpoint_model_turn_done(
+            run=self.run, model=self.model.name, message=message, error=None, timing=timing
+        )
+        self.event("ModelRequestCompleted", usage=response.usage)
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """The model's turn, its deltas passed on as events as they come."""
         response: ModelResponse | None = None
         async for chunk in self.model.stream(request):
             if isinstance(chunk, TextDelta):
@@ -153,18 +183,9 @@ class Execution:
                 response = chunk
         if response is None:
             raise RuntimeError(f"model {self.model.name} ended its turn without a response")
-        tool_calls.check_ids(self.model.name, response.tool_calls)
-        self.model_turns += 1
-        self.append(
-            Message(
-                role="assistant",
-                content=response.content,
-                tool_calls=response.tool_calls or None,
-                usage=response.usage,
-                model=self.model.name,
-            )
-        )
-        self.event("ModelRequestCompleted", usage=response.usage)
+        tool_calls.check_ids(self.model.name, response.tool_calls, self.call_ids)
+        self.call_ids.update(c.id for c in response.tool_calls)
+        return response
 
     async def tool_records(self, calls: list[ToolCall]) -> dict[str, Message | None]:
         """What is recorded of these calls' side effects. Only a batch this execution
@@ -216,12 +237,15 @@ class Execution:
         if (finished := records.get(call.id)) is not None:
             return finished  # never run twice
         decision = self.decisions.get(call.id)
+        ran: Timing | None = None  # how long the tool took, if it was called
         if isinstance(decision, str):
             result, failed = decision, False
+        elif refused := tool_calls.refusal(self.agent, call, decision, in_doubt=call.id in records):
+            result, failed = refused, True
         else:
-            result, failed = await tool_calls.run(
-                self.agent, call, decision, in_doubt=call.id in records
-            )
+            took = stopwatch()
+            result, failed = await tool_calls.run(self.agent, call, decision)
+            ran = took()
         message = Message(
             role="tool",
             content=result,
@@ -231,6 +255,8 @@ class Execution:
             tool_call_error=failed,
             ruling=tool_calls.ruling(decision),
         )
+        if ran is not None:
+            self.hook.runpoint_tool_call_done(run=self.run, message=message, timing=ran)
         if call.id in records or tool_calls.is_recorded(self.agent, call):
             await self.storage.record_tool_result(self.run.run_id, message)
         return message
@@ -243,7 +269,6 @@ class Execution:
         """Stop before a batch that needs a person's decision (a call to confirm, or one
         that may or may not have run); continue with `tools` resumes here."""
         self.run.status = RunStatus.PAUSED
-        await self.save(checkpoint=None)
         waiting = {c.id for c in tool_calls.undecided(self.agent, calls, self.decisions)} | set(
             self.run.in_doubt
         )
@@ -257,6 +282,7 @@ class Execution:
                 if c.id in waiting
             ],
         )
+        await self.save(checkpoint=None)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 
@@ -264,8 +290,7 @@ class Execution:
         self.run.status = status
         if status is RunStatus.COMPLETED:
             self.event("RunContentCompleted")
-        await self.boundary("end")
-        self.event(event, content=self.run.content, error=self.run.error, usage=self.run.usage)
+        await self.boundary("end", ending=event)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 
@@ -281,8 +306,12 @@ class Execution:
             run=self.run, message=message, index=len(self.transcript) - 1
         )
 
-    async def boundary(self, kind: BoundaryKind, batch: Sequence[ToolCall] = ()) -> None:
-        """Ask the policy; write the checkpoint and the messages it closes together."""
+    async def boundary(
+        self, kind: BoundaryKind, batch: Sequence[ToolCall] = (), ending: str | None = None
+    ) -> None:
+        """Ask the policy; write the checkpoint and the messages it closes together, with
+        the events that tell of them (and `ending`, the event that ends the run, if any):
+        a stream never tells of a write that did not happen."""
         # A run that failed mid-batch ends at the last whole boundary before it.
         index = transcript.safe_boundary(self.transcript, len(self.transcript))
         tools = self.agent.tool_map
@@ -317,20 +346,34 @@ class Execution:
                 message_preview=transcript.preview(last) if last else None,
             )
             self.run.last_checkpoint_at_message_index = index
+            self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
+        if ending is not None:
+            self.event(ending, content=self.content, error=self.run.error, usage=self.run.usage)
+        took = stopwatch()
         await self.save(checkpoint)
         if checkpoint is not None:
-            self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
-            self.hook.runpoint_checkpoint_written(run=self.run, checkpoint=checkpoint)
+            self.hook.runpoint_checkpoint_written(
+                run=self.run, checkpoint=checkpoint, timing=took()
+            )
+
+    @property
+    def content(self) -> str | None:
+        """The run's content: its last answer's."""
+        return transcript.final_content(self.transcript[self.run.own_start :])
 
     async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
+        """A durable boundary, with the events waiting to be stored."""
         self.leases.stamp(self.run)
-        self.run.content = transcript.final_content(self.transcript[self.run.own_start :])
+        self.run.content = self.content
         self.run.updated_at = now()
-        await self.storage.save(self.run, self.unsaved, checkpoint, intents=intents)
+        async with self.events.writing() as events:
+            await self.storage.save(
+                self.run, self.unsaved, checkpoint, intents=intents, events=events
+            )
         self.unsaved = []
 
     def event(self, name: str, /, **data: Any) -> None:
-        self.emit(
+        self.events.add(
             RunEvent(
                 event=name,
                 run_id=self.run.run_id,

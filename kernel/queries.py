@@ -6,7 +6,8 @@ Every lookup of a run goes through `Queries.run`, which refuses another team's r
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -15,25 +16,38 @@ from runpoint.agent import Agent
 from runpoint.errors import InvalidBoundary, NotFound
 from runpoint.sessions import Sessions
 from runpoint.storage import Storage
-from runpoint.types import Checkpoint, Message, Run, RunStatus, ToolExecution
+from runpoint.types import (
+    Checkpoint,
+    Message,
+    MessageView,
+    Run,
+    RunStatus,
+    Segment,
+    ToolExecutionOf,
+)
+
+# a transcript read to run or inspect it (messages), or to show it (views: see MessageView)
+M = TypeVar("M", Message, MessageView)
+Read = Callable[[Sequence[Segment], int], Awaitable[list[M]]]
 
 
-class RunDetail(msgspec.Struct):
-    """A run with its transcript and tool executions."""
+class RunDetail(msgspec.Struct, Generic[M]):
+    """A run with its transcript and tool executions (their arguments as its messages
+    hold them: decoded, or JSON text in views)."""
 
     run: Run
-    messages: list[Message]
-    tools: list[ToolExecution]
+    messages: list[M]
+    tools: list[ToolExecutionOf[Any]]
 
 
-class Snapshot(msgspec.Struct):
+class Snapshot(msgspec.Struct, Generic[M]):
     """A run as it was at a boundary. `message_index` is the boundary actually used:
     the requested one snapped down so no tool call is cut from its result."""
 
     requested_index: int
     message_index: int
     checkpoint: Checkpoint | None
-    detail: RunDetail
+    detail: RunDetail[M]
 
 
 class Queries:
@@ -41,6 +55,9 @@ class Queries:
         self.agents = {agent.id: agent for agent in agents}
         self.storage = storage
         self.sessions = sessions
+        # whole transcripts, read as messages (to run or inspect) or as views (to show)
+        self.messages = Transcripts(self, storage.read_messages)
+        self.views = Transcripts(self, storage.read_views)
 
     def agent(self, agent_id: str) -> Agent:
         try:
@@ -64,28 +81,40 @@ class Queries:
         tenancy.check(run.team_id, "run", run_id)
         return run
 
-    async def get_run(
-        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
-    ) -> RunDetail:
-        return await self._whole(await self.run(run_id, session_id=session_id, agent_id=agent_id))
-
     async def list_runs(self, session_id: str) -> list[Run]:
         await self.sessions.get(session_id)
         return await self.storage.list_runs(session_id)
-
-    async def list_run_details(self, session_id: str) -> list[RunDetail]:
-        """A session's live runs, oldest first, each with its transcript."""
-        return [await self._whole(run) for run in await self.list_runs(session_id)]
-
-    async def _whole(self, run: Run) -> RunDetail:
-        messages = await self.storage.read_messages(run.segments, run.message_count)
-        return self._detail(run, messages)
 
     async def timeline(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> tuple[Run, list[Checkpoint]]:
         run = await self.run(run_id, session_id=session_id, agent_id=agent_id)
-        return run, await self.storage.list_checkpoints(run.segments)
+        return run, await self.checkpoints(run)
+
+    async def checkpoints(self, run: Run) -> list[Checkpoint]:
+        """The run's checkpoints, inherited ones included, by message index."""
+        return await self.storage.list_checkpoints(run.segments)
+
+
+class Transcripts(Generic[M]):
+    """The reads of a run with its transcript, as `read` gives it (messages or views)."""
+
+    def __init__(self, queries: Queries, read: Read[M]) -> None:
+        self.queries = queries
+        self.read: Read[M] = read
+
+    async def get_run(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> RunDetail[M]:
+        run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+        return await self._whole(run)
+
+    async def list_run_details(self, session_id: str) -> list[RunDetail[M]]:
+        """A session's live runs, oldest first, each with its transcript."""
+        return [await self._whole(run) for run in await self.queries.list_runs(session_id)]
+
+    async def _whole(self, run: Run) -> RunDetail[M]:
+        return self._detail(run, await self.read(run.segments, run.message_count))
 
     async def snapshot(
         self,
@@ -94,17 +123,17 @@ class Queries:
         *,
         session_id: str | None = None,
         agent_id: str | None = None,
-    ) -> Snapshot:
-        run = await self.run(run_id, session_id=session_id, agent_id=agent_id)
+    ) -> Snapshot[M]:
+        run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
         if not 0 <= message_index <= run.message_count:
             raise InvalidBoundary(
                 f"message_index {message_index} is outside this run's boundaries "
                 f"0..{run.message_count}"
             )
-        messages = await self.storage.read_messages(run.segments, message_index)
+        messages = await self.read(run.segments, message_index)
         index = transcript.safe_boundary(messages, message_index)
         messages = messages[:index]
-        earlier = await self.storage.list_checkpoints(run.segments, upto=index)
+        earlier = await self.queries.storage.list_checkpoints(run.segments, upto=index)
         checkpoint = earlier[-1] if earlier and earlier[-1].message_index == index else None
         if checkpoint is not None:
             status = checkpoint.status
@@ -124,8 +153,8 @@ class Queries:
         )
         return Snapshot(message_index, index, checkpoint, self._detail(as_of, messages))
 
-    def _detail(self, run: Run, messages: list[Message]) -> RunDetail:
-        agent = self.agents.get(run.agent_id)
+    def _detail(self, run: Run, messages: list[M]) -> RunDetail[M]:
+        agent = self.queries.agents.get(run.agent_id)
         confirm = {n: t.requires_confirmation for n, t in agent.tool_map.items()} if agent else {}
         executions = transcript.tool_executions(messages, confirm, run.in_doubt)
         return RunDetail(run, messages, executions)

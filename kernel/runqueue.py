@@ -45,5 +45,13 @@ class Watched(Protocol):
     def running(self) -> bool: ...
 
 
+@runtime_checkable
+class Measured(Protocol):
+    """Optional: a queue that can say how many jobs wait (for metrics)."""
+
+    async def waiting(self) -> dict[str, int]:
+        """The jobs queued and not yet taken, by agent id."""
+
+
 # A run queue is built from the database URL its storage uses.
 RunQueueFactory = Callable[[str], RunQueue]

@@ -10,7 +10,8 @@ errors of `runpoint.errors`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Literal
 
 from runpoint import diffs
@@ -29,7 +30,7 @@ from runpoint.runqueue import Watched
 from runpoint.session_checkpoints import SessionCheckpoints
 from runpoint.sessions import Sessions
 from runpoint.storage import Migrated, Storage
-from runpoint.types import Checkpoint, Decision, Run, Session
+from runpoint.types import Checkpoint, Decision, Message, Run, RunEvent, Session, new_id
 
 
 class Runpoint:
@@ -83,6 +84,9 @@ class Runpoint:
         )
         self.queries = Queries(agents, storage, self.sessions)
         self.agents = self.queries.agents
+        # get_run, snapshot and list_run_details with views for messages: for adapters
+        # that encode what they read (see MessageView)
+        self.views = self.queries.views
         self.executor = Executor(storage, self.host, self.leases, self.queries, queue)
         self.commands = Commands(
             storage,
@@ -120,6 +124,14 @@ class Runpoint:
             running = not isinstance(queue, Watched) or queue.running
             checks["queue"] = "ok" if running else "not running"
         return checks
+
+    def executing(self) -> Counter[str]:
+        """How many runs this process executes now, by agent."""
+        return self.executor.executing()
+
+    async def queued(self) -> dict[str, int] | None:
+        """How many runs wait in the run queue, by agent (None without a queue)."""
+        return await self.executor.queued()
 
     async def __aenter__(self) -> Runpoint:
         return await self.open()
@@ -163,21 +175,46 @@ class Runpoint:
             request, stream=stream, idempotency_key=idempotency_key
         )
 
+    async def follow(
+        self,
+        run_id: str,
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        after: int = 0,
+    ) -> AsyncIterator[list[RunEvent]]:
+        """The run's events whose seq is past `after`: the stored ones, then the live ones
+        until it stops or pauses, whichever process executes it; in the batches they came
+        in (see runpoint.streams)."""
+        run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+        return self.executor.streams.follow(run, after)
+
     async def get_run(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
-    ) -> RunDetail:
-        return await self.queries.get_run(run_id, session_id=session_id, agent_id=agent_id)
+    ) -> RunDetail[Message]:
+        return await self.queries.messages.get_run(run_id, session_id=session_id, agent_id=agent_id)
 
     async def list_runs(self, session_id: str) -> list[Run]:
         return await self.queries.list_runs(session_id)
 
-    async def list_run_details(self, session_id: str) -> list[RunDetail]:
-        return await self.queries.list_run_details(session_id)
+    async def list_run_details(self, session_id: str) -> list[RunDetail[Message]]:
+        return await self.queries.messages.list_run_details(session_id)
 
     async def timeline(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
     ) -> tuple[Run, list[Checkpoint]]:
         return await self.queries.timeline(run_id, session_id=session_id, agent_id=agent_id)
+
+    async def find_run(
+        self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None
+    ) -> Run:
+        """The run alone, refused as every read refuses it (another team's, or not under
+        the session or agent named): `timeline` in two steps, for an adapter that may
+        already have what the second would read."""
+        return await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+
+    async def checkpoints(self, run: Run) -> list[Checkpoint]:
+        return await self.queries.checkpoints(run)
 
     async def snapshot(
         self,
@@ -186,8 +223,8 @@ class Runpoint:
         *,
         session_id: str | None = None,
         agent_id: str | None = None,
-    ) -> Snapshot:
-        return await self.queries.snapshot(
+    ) -> Snapshot[Message]:
+        return await self.queries.messages.snapshot(
             run_id, message_index, session_id=session_id, agent_id=agent_id
         )
 
@@ -285,15 +322,42 @@ class Runpoint:
 
     # -- sessions ------------------------------------------------------------------
 
+    async def create_session(
+        self,
+        agent_id: str,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        session_name: str | None = None,
+    ) -> Session:
+        """A new session of `agent_id`, empty until a run names it; Conflict if
+        `session_id` is taken (a new id when None)."""
+        self.agent(agent_id)
+        session = Session(
+            session_id=session_id or new_id(),
+            agent_id=agent_id,
+            user_id=user_id,
+            session_name=session_name,
+        )
+        return await self.sessions.create(session)
+
     async def get_session(self, session_id: str) -> Session:
         return await self.sessions.get(session_id)
+
+    async def rename_session(self, session_id: str, session_name: str | None) -> Session:
+        """Give the session a name (None: take its name away)."""
+        return await self.sessions.rename(session_id, session_name)
 
     async def list_sessions(self, *, limit: int = 100, offset: int = 0) -> list[Session]:
         """The sessions of the current principal's team, newest first."""
         return await self.sessions.list_sessions(limit=limit, offset=offset)
 
     async def delete_session(self, session_id: str) -> None:
-        await self.sessions.delete(session_id)
+        await self.sessions.delete([session_id])
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> None:
+        """Delete these sessions with their runs, all or none (NotFound, Conflict)."""
+        await self.sessions.delete(list(dict.fromkeys(session_ids)))
 
     async def fork_session(
         self,

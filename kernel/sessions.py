@@ -1,4 +1,5 @@
-"""Sessions: look one up (its team's only), list, delete, and settle a session's lock.
+"""Sessions: create, look one up (its team's only), list, rename, delete, and settle a
+session's lock.
 
 A rollback locks its session while it goes and holds a lease (`runpoint.recovery`). There
 is no sweep for a rollback whose process died (nothing indexes them): the next request
@@ -101,10 +102,30 @@ class Sessions:
         team = tenancy.current().team
         return await self.storage.list_sessions(team_id=team, limit=limit, offset=offset)
 
-    async def delete(self, session_id: str) -> None:
+    async def create(self, session: Session) -> Session:
+        """A new session of the current principal's team with no run yet (the first run
+        that names it joins it); Conflict if its id is the team's already, and, like any
+        other team's session, Forbidden if it is another team's."""
+        session = msgspec.structs.replace(session, team_id=tenancy.current().team)
+        try:
+            await self.storage.create_sessions([session])
+        except Conflict:
+            await self.get(session.session_id)
+            raise
+        return session
+
+    async def rename(self, session_id: str, name: str | None) -> Session:
         await self.get(session_id)
-        if not await self.storage.delete_session(session_id):
+        if not await self.storage.rename_session(session_id, name):
             raise NotFound(f"session {session_id} not found")
+        return await self.get(session_id)
+
+    async def delete(self, session_ids: Sequence[str]) -> None:
+        """Delete these sessions (the team's) with their runs, all or none."""
+        for session_id in session_ids:
+            await self.get(session_id)
+        if not await self.storage.delete_sessions(session_ids):
+            raise NotFound(f"session {', '.join(session_ids)} not found")
 
     async def settle_lock(self, session: Session) -> None:
         """Locked for a locked session, unless its lock is a rollback's whose process died

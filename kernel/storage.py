@@ -4,6 +4,10 @@ Rows are append-only: messages keyed by (run_id, index), checkpoints by (run_id,
 message_index); a fork stores only its own rows (see `Segment`). Each session has an event
 log whose cursor (`Session.event_seq`) only grows: every message and every boundary takes
 the next place in it. Every method is atomic: it writes all it says or nothing.
+
+The writes that start a run (or make a session) take `answering`, a `KeyAnswer`: they then
+record its answer on its claimed Idempotency-Key in the same transaction, if the claim is
+still its owner's and unanswered; if not, they write nothing and raise `ClaimLost`.
 """
 
 from __future__ import annotations
@@ -13,10 +17,14 @@ from typing import Protocol, runtime_checkable
 
 from runpoint.types import (
     Checkpoint,
+    KeyAnswer,
+    KeyClaim,
     Message,
+    MessageView,
     Role,
     Rollback,
     Run,
+    RunEvent,
     Segment,
     Session,
     SessionCapture,
@@ -28,7 +36,11 @@ class RunStore(Protocol):
     """Run rows: a run is inserted once, then written only through `save`."""
 
     async def create_runs(
-        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+        self,
+        runs: Sequence[Run],
+        incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         """Insert new runs (forks), all or nothing; Locked if their session is locked.
 
@@ -40,7 +52,9 @@ class RunStore(Protocol):
         but for a fork born with edits, whose own segments also hold the messages it
         edited, between the segments it inherits."""
 
-    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+    async def start_in_session(
+        self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
+    ) -> Run:
         """Insert a new run at the head of its session with its `incoming` messages (as
         `create_runs`), atomically: raise Locked if the session is locked, Conflict if a
         run of it is in flight (PENDING or RUNNING); otherwise the run follows the
@@ -64,14 +78,17 @@ class TranscriptStore(Protocol):
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
         `len(messages)` of `run.message_count`, at `runpoint.transcript.own_indexes`),
         update the run row, write `checkpoint`
         (unless the run has one at its index: the first stands, so an id once announced
-        stays resolvable), and record that
-        the side-effecting calls `intents` (tool_call_ids) are about to run. The messages
-        take the next places of the session's event log, then the boundary takes one.
+        stays resolvable), record that the side-effecting calls `intents` (tool_call_ids)
+        are about to run, and append `events` to the run's event log (as `append_events`).
+        The messages take the next places of the session's event log, then the boundary
+        takes one.
 
         One writer per run: this raises Conflict (writing nothing) if the run was written
         since it was read (its `revision` moved on), and bumps `run.revision` when it
@@ -83,6 +100,11 @@ class TranscriptStore(Protocol):
     ) -> list[Message]:
         """Messages `start` to `upto` (excluded) of the transcript laid out by `segments`,
         in index order; only those stored (an `upto` past the end is no error)."""
+
+    async def read_views(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[MessageView]:
+        """The same messages as `read_messages`, as views (read to be shown, not run)."""
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         """The index of the last message of `role` before `before`, if any; this reads
@@ -107,6 +129,23 @@ class TranscriptStore(Protocol):
         never recorded are absent."""
 
 
+class EventStore(Protocol):
+    """Each run's event log: what its executions reported, kept to be streamed again."""
+
+    async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
+        """Append `events` (their `seq` set, increasing, past the run's stored ones) to the
+        run's log if its revision is still `run.revision` (one writer per run); False
+        (nothing written) otherwise. An event is stored exactly as given: every field but
+        its run's ids reads back equal (`data` in its key order, `created_at` to the bit)."""
+
+    async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:
+        """The run's stored events whose `seq` is past `after`, in order, `limit` at most,
+        with the run's ids (run, session, agent)."""
+
+    async def last_event_seq(self, run_id: str) -> int:
+        """The `seq` of the run's last stored event; 0 if it has none."""
+
+
 class SessionStore(Protocol):
     """Sessions, their locks and rollbacks, and session checkpoints."""
 
@@ -115,6 +154,8 @@ class SessionStore(Protocol):
         sessions: Sequence[Session],
         runs: Sequence[Run] = (),
         incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         """Insert sessions, and the runs they start with (each with its `incoming`
         messages, as `create_runs`), all or nothing; `Conflict` if an id is taken."""
@@ -125,10 +166,14 @@ class SessionStore(Protocol):
     async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
         """A team's sessions, newest (`created_at`) first, ties by session_id."""
 
-    async def delete_session(self, session_id: str) -> bool:
-        """Delete a session with its runs, messages, checkpoints and session checkpoints;
-        False if unknown. Raises Conflict while a run of it is in flight or another
-        session forks it (their runs read its messages)."""
+    async def rename_session(self, session_id: str, name: str | None) -> bool:
+        """Set the session's `session_name` (None: no name); False if unknown."""
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
+        """Delete sessions with their runs, messages, events, checkpoints and session
+        checkpoints, all or nothing; False (nothing deleted) if one is unknown. Raises
+        Conflict while a run of one is in flight, or a session not among them forks one
+        (its runs read their messages)."""
 
     async def lock_session(
         self, session_id: str, reason: str, rollback: Rollback | None = None
@@ -199,20 +244,24 @@ class LeaseStore(Protocol):
 
 
 class IdempotencyKeyStore(Protocol):
-    """The first answer to a request sent with an Idempotency-Key, for its retries."""
+    """The first answer to a request sent with an Idempotency-Key, for its retries. A claim
+    is its owner's until `until`, renewed while its request is under way, and answered by
+    the write that makes the request's run (see `answering` above)."""
 
     async def claim_key(
-        self, scope: str, key: str, fingerprint: str
+        self, claim: KeyClaim, fingerprint: str, until: float
     ) -> tuple[str, str | None] | None:
-        """Claim an idempotency key for a request, atomically: None if this call claimed
-        it, else the claim that stands (its request's fingerprint and, once known, its
-        answer)."""
+        """Claim an idempotency key for a request, atomically, for `claim.owner` until
+        `until`: None if this call claimed it (the key was free, or its claim was never
+        answered and ran out before now: taken over, whatever request it was for), else the
+        claim that stands (its request's fingerprint and, once known, its answer)."""
 
-    async def answer_key(self, scope: str, key: str, answer: str) -> None:
-        """Record the answer to a claimed key's request."""
+    async def renew_key(self, claim: KeyClaim, until: float) -> None:
+        """Extend the claim to `until` if it is `claim.owner`'s and unanswered."""
 
-    async def release_key(self, scope: str, key: str) -> None:
-        """Give up a claim whose request failed, so a retry starts afresh."""
+    async def release_key(self, claim: KeyClaim) -> None:
+        """Give up a claim whose request failed, so a retry starts afresh; nothing if it is
+        answered (its run was made) or another owner's."""
 
 
 class SecretStore(Protocol):
@@ -226,6 +275,7 @@ class SecretStore(Protocol):
 class Storage(
     RunStore,
     TranscriptStore,
+    EventStore,
     SessionStore,
     LeaseStore,
     IdempotencyKeyStore,

@@ -1,10 +1,11 @@
 """One call of a tool batch: whether a person must decide it, whether its side effects are
-recorded, and running it (a failure is an error result the model sees, not a failed run)."""
+recorded, whether it runs, and running it (a failure is an error result the model sees, not
+a failed run)."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -18,8 +19,10 @@ REJECTED = "The user rejected this tool call."
 SKIPPED = "A person chose not to run this call again: it may have run before its process died."
 
 
-def check_ids(model: str, calls: Sequence[ToolCall]) -> None:
-    """Refuse a model's turn whose call ids cannot be kept (an id keys stored records)."""
+def check_ids(model: str, calls: Sequence[ToolCall], earlier: Collection[str]) -> None:
+    """Refuse a model's turn whose call ids cannot be kept: an id keys stored records (the
+    call's, a person's decision on it), and a vendor matches results to calls by id, so
+    each is unique in its run (`earlier`: the ids of the run's calls so far)."""
     if too_long := [c.id for c in calls if len(c.id) > MAX_TOOL_CALL_ID_LENGTH]:
         raise ValueError(
             f"model {model} named a tool call with an id of {len(too_long[0])} "
@@ -27,6 +30,14 @@ def check_ids(model: str, calls: Sequence[ToolCall]) -> None:
         )
     if any("\x00" in c.id for c in calls):
         raise ValueError(f"model {model} named a tool call whose id has a U+0000 (NUL)")
+    seen = set(earlier)
+    for call in calls:
+        if call.id in seen:
+            raise ValueError(
+                f"model {model} named a second tool call with the id {call.id!r} "
+                "(a call's id must be unique in its run)"
+            )
+        seen.add(call.id)
 
 
 def is_recorded(agent: Agent, call: ToolCall) -> bool:
@@ -94,23 +105,29 @@ def _field_named(exc: msgspec.ValidationError) -> str:
     return f"{field}: {message}"
 
 
-async def run(
+def refusal(
     agent: Agent, call: ToolCall, decision: Decision | None, *, in_doubt: bool
-) -> tuple[str, bool]:
-    """Run one tool call as a person decided: its result and whether it failed."""
+) -> str | None:
+    """Why this call is not run (its error result), or None if it runs."""
     tool = agent.tool_map.get(call.name)
     if tool is None:
-        return f"Unknown tool {call.name!r}.", True
+        return f"Unknown tool {call.name!r}."
     if isinstance(decision, Reject):
-        return f"{REJECTED} The reason given: {decision.reason}", True
+        return f"{REJECTED} The reason given: {decision.reason}"
     if tool.requires_confirmation and not approved(decision):
-        return REJECTED, True
+        return REJECTED
     if in_doubt and not approved(decision):
-        return SKIPPED, True
+        return SKIPPED
     if decision is False:
-        return REJECTED, True
+        return REJECTED
+    return None
+
+
+async def run(agent: Agent, call: ToolCall, decision: Decision | None) -> tuple[str, bool]:
+    """Run a call of one of the agent's tools with the arguments a person decided (the
+    model's, or their edit): its result and whether it failed."""
     try:
-        return await tool(arguments(call, decision)), False
+        return await agent.tool_map[call.name](arguments(call, decision)), False
     except msgspec.ValidationError as exc:
         return f"Invalid arguments for {call.name}: {exc}", True
     except Exception as exc:

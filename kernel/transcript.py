@@ -1,13 +1,55 @@
-"""Pure functions over a run's transcript (a list of messages)."""
+"""Pure functions over a run's transcript: a list of messages, or of their views (read to
+be shown: see `MessageView`), whichever the caller read."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
-from runpoint.types import Message, Run, Segment, ToolCall, ToolExecution, Usage
+from runpoint.types import Args, Message, Ruling, Run, Segment, ToolExecutionOf, Usage
+
+A = TypeVar("A", covariant=True)
 
 
-def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
+class Call(Protocol[A]):
+    """A tool call: a `ToolCall`, or a `CallView` whose arguments are their JSON text."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def arguments(self) -> A: ...
+
+
+C = TypeVar("C", bound=Call[Any], covariant=True)
+
+
+class Said(Protocol[C]):
+    """A message of a transcript, as these functions read it: a `Message` or a view."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str | None: ...
+    @property
+    def tool_calls(self) -> Sequence[C] | None: ...
+    @property
+    def usage(self) -> Usage | None: ...
+    @property
+    def tool_call_id(self) -> str | None: ...
+    @property
+    def tool_call_error(self) -> bool: ...
+    @property
+    def tool_args(self) -> Any: ...  # a result's: as its call's arguments are
+    @property
+    def ruling(self) -> Ruling | None: ...
+
+
+CallT = TypeVar("CallT", bound=Call[Any])
+
+
+def unanswered_calls(messages: Sequence[Said[CallT]]) -> list[CallT]:
     """The tool calls of the last assistant turn that have no result yet."""
     for i in range(len(messages) - 1, -1, -1):
         message = messages[i]
@@ -19,12 +61,12 @@ def unanswered_calls(messages: Sequence[Message]) -> list[ToolCall]:
     return []
 
 
-def last_turn(messages: Sequence[Message]) -> int:
+def last_turn(messages: Sequence[Said[Call[Any]]]) -> int:
     """The index of the last assistant message (0 if there is none)."""
     return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), 0)
 
 
-def turns_and_batches(messages: Sequence[Message]) -> tuple[int, int]:
+def turns_and_batches(messages: Sequence[Said[Call[Any]]]) -> tuple[int, int]:
     """How many model turns the transcript holds, and how many tool batches with all
     their results."""
     turns = batches = 0
@@ -35,7 +77,12 @@ def turns_and_batches(messages: Sequence[Message]) -> tuple[int, int]:
     return turns, batches - bool(unanswered_calls(messages))
 
 
-def safe_boundary(messages: Sequence[Message], k: int) -> int:
+def call_ids(messages: Sequence[Message]) -> set[str]:
+    """The ids of the tool calls the transcript's assistant turns made."""
+    return {c.id for m in messages if m.role == "assistant" for c in m.tool_calls or ()}
+
+
+def safe_boundary(messages: Sequence[Said[Call[Any]]], k: int) -> int:
     """The largest boundary <= k that does not split a tool call from its result."""
     while k > 0:
         cut = messages[:k]
@@ -46,15 +93,16 @@ def safe_boundary(messages: Sequence[Message], k: int) -> int:
     return 0
 
 
-def final_content(messages: Sequence[Message]) -> str | None:
+def final_content(messages: Sequence[Said[Call[Any]]]) -> str | None:
     """The text of the last assistant message, as a client reads a run's content."""
-    for message in reversed(messages):
+    for i in range(len(messages) - 1, -1, -1):
+        message = messages[i]
         if message.role == "assistant" and message.content:
             return message.content
     return None
 
 
-def total_usage(messages: Sequence[Message]) -> Usage:
+def total_usage(messages: Sequence[Said[Call[Any]]]) -> Usage:
     usage = Usage()
     for message in messages:
         if message.usage is not None:
@@ -63,34 +111,35 @@ def total_usage(messages: Sequence[Message]) -> Usage:
 
 
 def tool_executions(
-    messages: Sequence[Message],
+    messages: Sequence[Said[Call[Args]]],
     confirmation_required: Mapping[str, bool] | None = None,
     in_doubt: Collection[str] = (),
     start: int = 0,
-) -> list[ToolExecution]:
+) -> list[ToolExecutionOf[Args]]:
     """Every tool call in the transcript from message `start` on, with its result where it
     has one (a call's result follows it): the arguments it ran with, and the model's where
     a person edited them."""
     results = {m.tool_call_id: m for m in messages[start:] if m.role == "tool"}
+    confirm = confirmation_required or {}
     executions = []
     for index in range(start, len(messages)):
         for call in messages[index].tool_calls or ():
             result = results.get(call.id)
-            ran_with = result.tool_args if result and result.tool_args is not None else None
-            edited = ran_with is not None and ran_with != call.arguments
-            needs = (confirmation_required or {}).get(call.name, False)
+            # what a person's edit ran with, where one did
+            ran = result.tool_args if result is not None and result.ruling == "edited" else None
+            needs = confirm.get(call.name, False)
             executions.append(
-                ToolExecution(
+                ToolExecutionOf(
                     tool_call_id=call.id,
                     tool_name=call.name,
-                    tool_args=ran_with if ran_with is not None else call.arguments,
+                    tool_args=call.arguments if ran is None else ran,
                     result=result.content if result else None,
                     tool_call_error=result.tool_call_error if result else False,
                     requires_confirmation=needs,
                     in_doubt=call.id in in_doubt,
                     message_index=index,
                     ruling=result.ruling if result else None,
-                    proposed_args=call.arguments if edited else None,
+                    proposed_args=None if ran is None else call.arguments,
                 )
             )
     return executions

@@ -5,7 +5,8 @@ from __future__ import annotations
 import enum
 import time
 import uuid
-from typing import Any, Literal
+from collections.abc import Callable
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -43,6 +44,20 @@ def now() -> float:
     return time.time()
 
 
+class Timing(msgspec.Struct, frozen=True):
+    """When something started (epoch seconds) and how long it took (seconds, measured by
+    a monotonic clock, so that a clock set back or forward meanwhile changes nothing)."""
+
+    started_at: float
+    seconds: float
+
+
+def stopwatch() -> Callable[[], Timing]:
+    """Started now: each call gives the time from then to the call."""
+    started_at, start = now(), time.perf_counter()
+    return lambda: Timing(started_at, time.perf_counter() - start)
+
+
 class RunStatus(enum.StrEnum):
     PENDING = "PENDING"
     RUNNING = "RUNNING"
@@ -56,7 +71,7 @@ class RunStatus(enum.StrEnum):
 IN_FLIGHT = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # someone executes it, or will
 
 
-class Usage(msgspec.Struct, omit_defaults=True):
+class Usage(msgspec.Struct, omit_defaults=True, gc=False):
     input_tokens: int = 0
     output_tokens: int = 0
 
@@ -93,12 +108,46 @@ class Message(msgspec.Struct, omit_defaults=True):
     replaces: str | None = None
 
 
-class ToolExecution(msgspec.Struct):
+class CallView(msgspec.Struct, gc=False):
+    """A tool call as stored, read to be shown (see `MessageView`)."""
+
+    id: str
+    name: str
+    arguments: msgspec.Raw = msgspec.Raw(b"{}")
+
+
+class MessageView(msgspec.Struct, omit_defaults=True, gc=False):
+    """A `Message` as stored, read to be shown rather than run: what a run would read as
+    values (its calls' arguments, a result's `tool_args`) stays the JSON text it is stored
+    as, never made into dicts, and no view is tracked by the garbage collector (none holds
+    a reference back to another): reading a long transcript makes no garbage to collect.
+    A view encodes as its message was stored."""
+
+    role: Role
+    content: str | None = None
+    id: str = ""
+    created_at: float = 0.0
+    tool_calls: list[CallView] | None = None
+    usage: Usage | None = None
+    model: str | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    tool_args: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
+    tool_call_error: bool = False
+    ruling: Ruling | None = None
+    replaces: str | None = None
+
+
+# a tool call's arguments: decoded (a dict) or, read to be shown, their JSON text
+Args = TypeVar("Args")
+
+
+class ToolExecutionOf(msgspec.Struct, Generic[Args], gc=False):
     """A tool call and, once it ran, its result; derived from the transcript."""
 
     tool_call_id: str
     tool_name: str
-    tool_args: dict[str, Any]  # as it ran (a person may have edited the model's)
+    tool_args: Args  # as it ran (a person may have edited the model's)
     result: str | None = None
     tool_call_error: bool = False
     requires_confirmation: bool = False
@@ -106,7 +155,10 @@ class ToolExecution(msgspec.Struct):
     in_doubt: bool = False
     message_index: int = 0
     ruling: Ruling | None = None
-    proposed_args: dict[str, Any] | None = None  # the model's, where a person edited them
+    proposed_args: Args | None = None  # the model's, where a person edited them
+
+
+ToolExecution = ToolExecutionOf[dict[str, Any]]  # as plugins see them: arguments decoded
 
 
 class Segment(msgspec.Struct, array_like=True):
@@ -192,7 +244,7 @@ class Run(msgspec.Struct, omit_defaults=True):
         return self.segments[-1].start if self.segments else 0
 
 
-class Checkpoint(msgspec.Struct, omit_defaults=True):
+class Checkpoint(msgspec.Struct, omit_defaults=True, gc=False):
     """A resume point: the run's transcript cut at `message_index`, as it was then."""
 
     checkpoint_id: str
@@ -233,11 +285,34 @@ class Rollback(msgspec.Struct, frozen=True):
     lease: Lease
 
 
+class KeyClaim(msgspec.Struct, frozen=True):
+    """A request's claim on an Idempotency-Key (`key` in `scope`, a team's operation): its
+    `owner` holds it under a lease, renewed while the request is under way."""
+
+    scope: str
+    key: str
+    owner: str
+
+    def answered(self, answer: str) -> KeyAnswer:
+        return KeyAnswer(self, answer)
+
+
+class KeyAnswer(msgspec.Struct, frozen=True):
+    """What the write that makes a claimed request's run (or session) records on the key:
+    its id, `answer`, in the same transaction, so the key is answered if and only if the
+    write happened."""
+
+    claim: KeyClaim
+    answer: str
+
+
 class Session(msgspec.Struct, omit_defaults=True):
     session_id: str
     agent_id: str
     team_id: str = DEFAULT_TEAM  # internal: never on the wire
     user_id: str | None = None
+    # the name a client gave it (created with one, or renamed); None: it has none
+    session_name: str | None = None
     forked_from_session_id: str | None = None
     created_at: float = msgspec.field(default_factory=now)
     updated_at: float = msgspec.field(default_factory=now)
@@ -250,7 +325,8 @@ class Session(msgspec.Struct, omit_defaults=True):
 
 
 class RunEvent(msgspec.Struct, omit_defaults=True):
-    """What a run reports while it goes: streamed to clients, passed to plugins."""
+    """What a run reports while it goes: stored in its run's event log, streamed to
+    clients from there, passed to plugins."""
 
     event: str
     run_id: str
@@ -258,6 +334,9 @@ class RunEvent(msgspec.Struct, omit_defaults=True):
     agent_id: str
     created_at: float = msgspec.field(default_factory=now)
     data: dict[str, Any] = {}
+    # its place in its run's event log, from 1 (0 until it has one): increasing, and the
+    # same for every reader, since an event is sent only once it is stored
+    seq: int = 0
 
 
 class SessionCheckpointStatus(enum.StrEnum):

@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from runpoint import hookimpl
 from runpoint.model import (
     Chunk,
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
 # The Messages API requires a limit; this one is used when the agent sets none.
 DEFAULT_MAX_TOKENS = 8192
+MESSAGES = "/v1/messages"
 
 
 @dataclass
@@ -50,12 +53,37 @@ class Claude(VendorModel["AsyncAnthropic"]):
         max_tokens = self.max_tokens or DEFAULT_MAX_TOKENS
         return as_written(body, model=self.id, max_tokens=max_tokens, messages=[])
 
+    def _content(self, request: ModelRequest, **more: Any) -> bytes:
+        """The body `messages.create(**self._params(request))` sends, encoded here.
+
+        The SDK copies a `body` whole (`anthropic._utils._prepare.copy_tree`) on every
+        request, `extra_body` included: a turn's cost that grew with the transcript. Bytes
+        given as `content` to the client's own `post` go out as they are, through the same
+        retries, headers and response parsing as the typed call's."""
+        params = self._params(request)
+        body = params.pop("extra_body")  # merged over the typed arguments, as the SDK does
+        return msgspec.json.encode(params | body | more)
+
     async def _respond(self, client: AsyncAnthropic, request: ModelRequest) -> ModelResponse:
-        return vm.from_claude(await client.messages.create(**self._params(request)))
+        from anthropic.types import Message
+
+        message = await client.post(MESSAGES, cast_to=Message, content=self._content(request))
+        return vm.from_claude(message)
 
     async def _stream(self, client: AsyncAnthropic, request: ModelRequest) -> AsyncIterator[Chunk]:
+        from anthropic import AsyncStream
+        from anthropic.lib.streaming import AsyncMessageStreamManager
+        from anthropic.types import Message, RawMessageStreamEvent
+
+        events = client.post(
+            MESSAGES,
+            cast_to=Message,
+            content=self._content(request, stream=True),
+            stream=True,
+            stream_cls=AsyncStream[RawMessageStreamEvent],
+        )
         calls: dict[int, int] = {}  # content block index -> index of the tool call in the turn
-        async with client.messages.stream(**self._params(request)) as stream:
+        async with AsyncMessageStreamManager(events) as stream:
             async for event in stream:
                 if event.type == "content_block_start" and event.content_block.type == "tool_use":
                     calls[event.index] = len(calls)

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from runpoint.errors import ConfigurationError
+from runpoint.errors import ConfigurationError, needs_extra
 from runpoint.model import Chunk, ModelRequest, ModelResponse, TextDelta
 from runpoint.plugins.vendor_messages import MalformedResponse
 
@@ -40,14 +40,15 @@ class VendorModel(ABC, Generic[Client]):
     streaming: bool = True
 
     provider: ClassVar[str]  # the prefix of the model string, "openai" in "openai:gpt-5.4"
-    sdk: ClassVar[str]  # the SDK's module
+    sdk: ClassVar[str]  # the SDK's module, and the runpoint extra that installs it
     api_key_env: ClassVar[str]
 
     _client: Client | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # at start-up, where agents' models are made, rather than in a run's first request
-        importlib.import_module(self.sdk)
+        with needs_extra(self.sdk, f"model {self.name}", self.sdk):
+            importlib.import_module(self.sdk)
 
     @property
     def name(self) -> str:
@@ -110,9 +111,8 @@ def as_written(body: dict[str, Any], **typed: Any) -> dict[str, Any]:
     writes the vendor's format itself, so the body goes in `extra_body`, which the SDK
     merges into the JSON it sends as it is (retries, timeouts and parsing stay the SDK's).
     `typed` keeps what the SDK reads itself: the model, `stream`, the arguments it requires
-    (`body` replaces their values on the wire). The anthropic SDK still copies the whole
-    body once per request (`anthropic._utils._prepare.copy_tree`): what is left of a
-    turn's cost that grows with the transcript there."""
+    (`body` replaces their values on the wire). The anthropic SDK copies even an
+    `extra_body` whole on every request: `Claude` sends its body encoded instead."""
     return typed | {"extra_body": body}
 
 

@@ -25,6 +25,7 @@ from runpoint.agent import Agent
 from runpoint.services import Runpoint
 from tests import postgres
 from tests.directory_state import DirectoryState
+from tests.serving import serving
 
 OpenRunpoint = Callable[[Iterable[Agent]], Awaitable[Runpoint]]
 BACKENDS = ("sqlite", "postgresql")
@@ -139,3 +140,11 @@ async def open_runpoint(database: str) -> AsyncIterator[OpenRunpoint]:
 def state(tmp_path: Path) -> DirectoryState:
     """A state-capture plugin keeping each session's files in a directory."""
     return DirectoryState(tmp_path / "sandboxes")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`runpoint serve` (the demo agents) on a free loopback port with a fresh database,
+    one for each test module that asks for it."""
+    with serving(tmp_path_factory.mktemp("serve") / "runpoint.db") as base_url:
+        yield base_url

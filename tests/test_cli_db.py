@@ -6,7 +6,8 @@ import asyncio
 import sys
 from pathlib import Path
 
-from runpoint.plugins.sql import SqlStorage, migrate
+from runpoint.plugins.sql import migrate
+from runpoint.plugins.sql.store import SqlStorage
 
 
 async def test_db_upgrade_applies_every_migration(database: str) -> None:

@@ -14,19 +14,20 @@ from litestar import Litestar, Request, Response
 from litestar.enums import HttpMethod
 from litestar.file_system import BaseLocalFileSystem
 from litestar.handlers import HTTPRouteHandler
+from litestar.middleware import ASGIMiddleware
 from litestar.middleware.rate_limit import RateLimitConfig
 from litestar.static_files import create_static_files_router
 from litestar.types import FileInfo, PathType
 
 from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
+from runpoint.adapters.telemetry import observers
+from runpoint.adapters.tracing import Tracing
 from runpoint.agent import Agent
+from runpoint.host import PluginHost
 from runpoint.services import Runpoint
 
-from . import (
-    branches,  # noqa: F401  (importing it registers its operations)
-    inputs,
-)
+from . import branches, inputs, reference, sessions, sse
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
 from .security import PUBLIC, Authenticate, FailureBudget
@@ -44,12 +45,21 @@ def create_app(
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
     **options: Any,
 ) -> Litestar:
     """The app serving `agents` from `database` (a URL: the CLI gives its default);
-    `options` go to `Runpoint` (lease_seconds, ...)."""
+    `options` go to `Runpoint` (lease_seconds, ...). Its metrics are kept if
+    prometheus_client is installed, unless `host` says otherwise."""
+    options.setdefault("host", PluginHost(observers()))
     runpoint = Runpoint(agents, database=database, **options)
-    return build(runpoint, auth=auth, rate_limit=rate_limit, max_body_bytes=max_body_bytes)
+    return build(
+        runpoint,
+        auth=auth,
+        rate_limit=rate_limit,
+        max_body_bytes=max_body_bytes,
+        keepalive_seconds=keepalive_seconds,
+    )
 
 
 def build(
@@ -59,16 +69,28 @@ def build(
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
 ) -> Litestar:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
     (as often as they like without it; it budgets each address's failed authentications
-    alike), with bodies of at most `max_body_bytes`."""
-    ops = operations(doc or document())
+    alike), with bodies of at most `max_body_bytes`; an event stream quiet for
+    `keepalive_seconds` sends a comment. If `rp` traces (its host has a `Tracing`), each
+    request is a span, the parent of the runs it starts."""
+    doc = doc or document()
+    auth = auth or Auth()
+    served = reference.served(doc, open_=auth.is_open)
+    handlers = (
+        HANDLERS
+        | sessions.HANDLERS
+        | branches.HANDLERS
+        | {"get_openapi": reference.get_openapi(served)}
+    )
+    ops = operations(doc)
     ids = {op.operation_id for op in ops}
-    if missing := sorted(ids - HANDLERS.keys()):
+    if missing := sorted(ids - handlers.keys()):
         raise SpecError(f"operations without a handler: {', '.join(missing)}")
-    if extra := sorted(HANDLERS.keys() - ids):
+    if extra := sorted(handlers.keys() - ids):
         raise SpecError(f"handlers without an operation: {', '.join(extra)}")
     paths: dict[str, list[Operation]] = {}
     for op in ops:
@@ -83,19 +105,35 @@ def build(
         name="console",
         opt={PUBLIC: True},
     )
+    tracing = rp.host.find(Tracing)
     return Litestar(
-        route_handlers=[*(_route(rp, path, path_ops) for path, path_ops in paths.items()), ui],
+        route_handlers=[
+            *(
+                _route(rp, path, path_ops, handlers, keepalive_seconds)
+                for path, path_ops in paths.items()
+            ),
+            ui,
+            *reference.routes(served),
+        ],
         on_startup=[rp.open],
         on_shutdown=[rp.close],
         middleware=[
-            Authenticate(auth or Auth(), FailureBudget.of(rate_limit) if rate_limit else None),
+            *([_request_spans(tracing)] if tracing else []),  # a refused request is one too
+            Authenticate(auth, FailureBudget.of(rate_limit) if rate_limit else None),
             *([rate_limit.middleware] if rate_limit else []),
         ],
         request_max_body_size=max_body_bytes,
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id],
-        openapi_config=None,  # the checked-in document is served instead
+        openapi_config=None,  # the document the app is built from is served instead
+        logging_config=None,  # logging is the application's to configure (runpoint serve's)
     )
+
+
+def _request_spans(tracing: Tracing) -> ASGIMiddleware:
+    from .request_spans import RequestSpans  # imports opentelemetry: only an app that traces
+
+    return RequestSpans(tracing.tracer)
 
 
 class ConsoleFiles(BaseLocalFileSystem):
@@ -109,7 +147,7 @@ class ConsoleFiles(BaseLocalFileSystem):
             raise FileNotFoundError(str(path)) from exc
 
 
-def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
+def _endpoint(rp: Runpoint, op: Operation, handler: Handler, keepalive: float) -> Endpoint:
     arguments = list(inspect.signature(handler).parameters)[1:]
     if sorted(arguments) != sorted(f.name for f in op.fields):
         raise SpecError(
@@ -121,18 +159,22 @@ def _endpoint(rp: Runpoint, op: Operation, handler: Handler) -> Endpoint:
         reply = await handler(rp, **await inputs.read(request, op))
         if isinstance(reply, Response):
             return reply
+        if isinstance(reply, sse.EventStream):
+            return reply.response(keepalive)
         body = b"" if reply is None else encode(reply)
         return Response(body, status_code=op.status, media_type=JSON)
 
     return endpoint
 
 
-def _route(rp: Runpoint, path: str, ops: list[Operation]) -> HTTPRouteHandler:
+def _route(
+    rp: Runpoint, path: str, ops: list[Operation], handlers: dict[str, Handler], keepalive: float
+) -> HTTPRouteHandler:
     """One Litestar route per path, whatever its methods (Litestar answers OPTIONS with a
     stale Allow header when one path is registered in parts)."""
     if len({op.public for op in ops}) > 1:
         raise SpecError(f"{path}: some of its operations are public and some are not")
-    endpoints = {op.method: _endpoint(rp, op, HANDLERS[op.operation_id]) for op in ops}
+    endpoints = {op.method: _endpoint(rp, op, handlers[op.operation_id], keepalive) for op in ops}
 
     async def route(request: Request[Any, Any, Any]) -> Response[Any]:
         return await endpoints[request.method](request)

@@ -1,5 +1,5 @@
 """The operations that compare and multiply a run's futures: diff and fan-out (see
-openapi.yaml). They register with `handlers.operation`, as every handler does."""
+openapi.yaml), by operationId in HANDLERS."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from runpoint.services import Runpoint
 
 from . import diff_wire, wire
 from .edit_requests import edit_requests
-from .handlers import Reply, operation
+from .handlers import Handler, Reply
 from .inputs import boundary
 
 
-@operation
 async def get_agent_run_diff(
     rp: Runpoint,
     *,
@@ -43,7 +42,6 @@ class FanOutAccepted(msgspec.Struct):
     runs: list[wire.Accepted]
 
 
-@operation
 async def fan_out_agent_run(
     rp: Runpoint,
     *,
@@ -81,3 +79,6 @@ def _branches(branches: list[dict[str, Any]]) -> list[Branch]:
         )
         for b in branches
     ]
+
+
+HANDLERS: dict[str, Handler] = {h.__name__: h for h in (get_agent_run_diff, fan_out_agent_run)}

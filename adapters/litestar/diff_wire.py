@@ -5,7 +5,7 @@ from __future__ import annotations
 import msgspec
 
 from runpoint.diffs import Diff, Indexed, Side
-from runpoint.types import ToolExecution
+from runpoint.types import Message, MessageView, ToolExecution
 
 from . import wire
 
@@ -36,13 +36,13 @@ class MessageChangesOut(msgspec.Struct):
 
 
 class ToolPairOut(msgspec.Struct):
-    base: wire.ToolExecutionOut
-    other: wire.ToolExecutionOut
+    base: ToolExecution
+    other: ToolExecution
 
 
 class ToolChangesOut(msgspec.Struct):
-    added: list[wire.ToolExecutionOut]
-    removed: list[wire.ToolExecutionOut]
+    added: list[ToolExecution]
+    removed: list[ToolExecution]
     changed: list[ToolPairOut]
 
 
@@ -66,10 +66,10 @@ def run_diff(d: Diff) -> RunDiffOut:
             edited=[EditedOut(_indexed(e.base), _indexed(e.other)) for e in d.edited],
         ),
         tools=ToolChangesOut(
-            added=[_tool(t.other) for t in tools if t.base is None and t.other is not None],
-            removed=[_tool(t.base) for t in tools if t.other is None and t.base is not None],
+            added=[t.other for t in tools if t.base is None and t.other is not None],
+            removed=[t.base for t in tools if t.other is None and t.base is not None],
             changed=[
-                ToolPairOut(_tool(t.base), _tool(t.other))
+                ToolPairOut(t.base, t.other)
                 for t in tools
                 if t.base is not None and t.other is not None
             ],
@@ -89,8 +89,9 @@ def _side(s: Side) -> DiffSideOut:
 
 
 def _indexed(i: Indexed) -> IndexedMessageOut:
-    return IndexedMessageOut(i.message_index, wire.message(i.message))
+    return IndexedMessageOut(i.message_index, wire.message(_view(i.message)))
 
 
-def _tool(t: ToolExecution) -> wire.ToolExecutionOut:
-    return wire.ToolExecutionOut(**msgspec.structs.asdict(t))
+def _view(m: Message) -> MessageView:
+    """The message as stored, as a read to be shown has it (a diff holds a few)."""
+    return msgspec.json.decode(msgspec.json.encode(m), type=MessageView)

@@ -1,16 +1,20 @@
-"""One function per operationId of openapi.yaml; the app routes each operation to the
-function of that name. A handler's keyword arguments are the operation's validated inputs
-(path and query parameters and body fields, by name); it returns a wire struct, a list of
-them, a ready Response (a stream), or None for an empty body."""
+"""One function per operationId of openapi.yaml (AgentOS's session operations are in
+sessions.py, and `get_openapi`, which serves the document the app is built from, in
+reference.py); the app routes each operation to the function of that name. A handler's
+keyword arguments are the operation's validated inputs (path and query parameters and
+body fields, by name); it returns a wire struct, a list of them, a ready Response, a run's
+events (`sse.EventStream`), or None for an empty body."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import msgspec
 from litestar import Response
 
+from runpoint.adapters.metrics import Metrics
 from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
 from runpoint.types import Approve, Decision, Reject
@@ -22,9 +26,9 @@ from .errors import HttpError
 from .inputs import boundary
 from .json_fields import decoded, holds_nul
 from .session_wire import SessionWire
-from .spec import document_json
+from .timelines import Timelines
 
-Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | None
+Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | sse.EventStream | None
 Handler = Callable[..., Awaitable[Reply]]
 HANDLERS: dict[str, Handler] = {}
 
@@ -78,11 +82,20 @@ async def ready(rp: Runpoint) -> Reply:
 
 
 @operation
-async def get_openapi(rp: Runpoint) -> Reply:
-    return Response(document_json(), media_type="application/json")
+async def get_metrics(rp: Runpoint) -> Reply:
+    if (metrics := rp.host.find(Metrics)) is None:
+        raise HttpError(
+            501,
+            "METRICS_UNAVAILABLE",
+            "this server keeps no metrics: they need prometheus_client "
+            "(pip install 'runpoint[otel]')",
+        )
+    body, media_type = await metrics.scrape(rp)
+    return Response(body, headers={"Content-Type": media_type})
 
 
-def _agent_name(rp: Runpoint, agent_id: str) -> str | None:
+def agent_name(rp: Runpoint, agent_id: str) -> str | None:
+    """The agent's display name, if this server has the agent."""
     agent = rp.agents.get(agent_id)
     return agent.name if agent else None
 
@@ -129,8 +142,25 @@ async def create_agent_run(
 
 @operation
 async def get_agent_run(rp: Runpoint, *, agent_id: str, run_id: str, session_id: str) -> Reply:
-    detail = await rp.get_run(run_id, session_id=session_id, agent_id=agent_id)
-    return wire.run_detail(detail, _agent_name(rp, agent_id))
+    detail = await rp.views.get_run(run_id, session_id=session_id, agent_id=agent_id)
+    return wire.run_detail(detail, agent_name(rp, agent_id))
+
+
+@operation
+async def get_agent_run_events(
+    rp: Runpoint,
+    *,
+    agent_id: str,
+    run_id: str,
+    session_id: str,
+    last_event_id: int | None,
+    after: int | None,
+    events: sse.Events,
+) -> Reply:
+    # a reconnecting EventSource sends the header, with the URL (and `after`) it first had
+    point = next((p for p in (last_event_id, after) if p is not None), 0)
+    found = await rp.follow(run_id, session_id=session_id, agent_id=agent_id, after=point)
+    return sse.EventStream(found, events)
 
 
 @operation
@@ -138,22 +168,34 @@ async def cancel_agent_run(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str | None
 ) -> Reply:
     run = await rp.cancel(run_id, session_id=session_id, agent_id=agent_id)
-    return wire.run(run, agent_name=_agent_name(rp, agent_id))
+    return wire.run(run, agent_name=agent_name(rp, agent_id))
+
+
+# each app's, by its Runpoint (two apps in a process may serve two databases)
+_TIMELINES: WeakKeyDictionary[Runpoint, Timelines] = WeakKeyDictionary()
 
 
 @operation
 async def get_agent_run_checkpoints(
     rp: Runpoint, *, agent_id: str, run_id: str, session_id: str
 ) -> Reply:
-    return wire.timeline(*await rp.timeline(run_id, session_id=session_id, agent_id=agent_id))
+    if (timelines := _TIMELINES.get(rp)) is None:
+        timelines = _TIMELINES[rp] = Timelines()
+    run = await rp.find_run(run_id, session_id=session_id, agent_id=agent_id)
+    if (body := timelines.get(run)) is None:
+        body = wire.encode(wire.timeline(run, await rp.checkpoints(run)))
+        timelines.keep(run, body)
+    return Response(body, media_type="application/json")
 
 
 @operation
 async def get_agent_run_checkpoint_snapshot(
     rp: Runpoint, *, agent_id: str, run_id: str, message_index: int, session_id: str
 ) -> Reply:
-    snapshot = await rp.snapshot(run_id, message_index, session_id=session_id, agent_id=agent_id)
-    return wire.snapshot(snapshot, _agent_name(rp, agent_id))
+    snapshot = await rp.views.snapshot(
+        run_id, message_index, session_id=session_id, agent_id=agent_id
+    )
+    return wire.snapshot(snapshot, agent_name(rp, agent_id))
 
 
 @operation
@@ -203,51 +245,19 @@ async def fork_agent_session(
     return wire.ForkedSession(forked.session_id, session_id)
 
 
-@operation
-async def list_sessions(rp: Runpoint, *, limit: int, page: int) -> Reply:
-    sessions = await rp.list_sessions(limit=limit, offset=(page - 1) * limit)
-    return wire.SessionPage([wire.session(s) for s in sessions], wire.PageMeta(page, limit))
-
-
-@operation
-async def get_session(rp: Runpoint, *, session_id: str) -> Reply:
-    session = await rp.get_session(session_id)
-    runs = await rp.list_runs(session_id)
-    # AgentOS's default name: the session's first input
-    return wire.session(session, runs[0].input if runs else None)
-
-
-@operation
-async def delete_session(rp: Runpoint, *, session_id: str) -> Reply:
-    await rp.delete_session(session_id)
-    return None
-
-
-@operation
-async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
-    details = await rp.list_run_details(session_id)
-    return [wire.run_detail(d, _agent_name(rp, d.run.agent_id)) for d in details]
-
-
-@operation
-async def get_session_run(rp: Runpoint, *, session_id: str, run_id: str) -> Reply:
-    detail = await rp.get_run(run_id, session_id=session_id)
-    return wire.run_detail(detail, _agent_name(rp, detail.run.agent_id))
-
-
 async def _started(
     rp: Runpoint, handle: RunHandle, stream: bool, background: bool, events: sse.Events
 ) -> Reply:
     """A started run's response: its event stream, at once its id (background), or the
     run once it stops. A retry's (see Idempotency-Key) events went to the first request."""
     if stream and not handle.replayed:
-        return sse.stream(handle, events)
+        return sse.EventStream(handle.batches(), events)
     if background:
         run = handle.run
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)
         return Response(wire.encode(accepted), status_code=202, media_type="application/json")
     run = await handle.result()
-    return wire.run_detail(await rp.get_run(run.run_id), _agent_name(rp, run.agent_id))
+    return wire.run_detail(await rp.views.get_run(run.run_id), agent_name(rp, run.agent_id))
 
 
 def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:

@@ -1,18 +1,24 @@
 """A run's events as Server-Sent Events, in Agno's format: `event: <Name>` and one line of
-compact JSON holding the common fields with the event's own fields beside them.
+compact JSON holding the common fields with the event's own fields beside them, after an
+`id:` line, the event's place in its run's event log (see runpoint.streams), which a client
+that lost its stream sends back to resume it. A stream opens with `retry:` and, whenever it
+has been quiet for a while, sends a comment: proxies that close idle connections leave it
+open, and the client learns early that a silent connection is dead.
 
 Agno's client logs an error for every event it does not know, so runpoint's own events
-(CheckpointCreated, ToolCallDelta) go only to clients that ask for every event."""
+(CheckpointCreated, ToolCallDelta) go only to clients that ask for every event; it skips
+comments and `id:` and `retry:` lines, as the SSE format says."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
 from litestar.response import Stream
 
-from runpoint.execution import RunHandle
 from runpoint.types import RunEvent, Usage
 
 from .wire import encode, metrics
@@ -27,6 +33,11 @@ AGNO_EVENTS = frozenset(
      "RunCancelled", "RunError"}
 )  # fmt: skip
 Events = Literal["agno", "all"]
+RETRY_MS = 1_000  # how long a client waits before it reconnects
+KEEPALIVE_SECONDS = 15.0  # the default quiet time before a comment
+KEEPALIVE = b": keep-alive\n\n"
+FRAMES_KEPT = 10_000  # events' frames kept for the other followers of their runs
+_formatted: dict[tuple[str, int], bytes] = {}  # by (run_id, seq): oldest first
 
 
 def _fields(event: RunEvent) -> dict[str, Any]:
@@ -49,16 +60,61 @@ def format_event(event: RunEvent) -> bytes:
         "run_id": event.run_id,
         "session_id": event.session_id,
     }
-    return b"event: %s\ndata: %s\n\n" % (event.event.encode(), encode(common | _fields(event)))
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (
+        event.seq,
+        event.event.encode(),
+        encode(common | _fields(event)),
+    )
 
 
-async def _events(handle: RunHandle, events: Events) -> AsyncIterator[bytes]:
-    async for event in handle.events():
-        if events == "all" or event.event in AGNO_EVENTS:
-            yield format_event(event)
+def frame(event: RunEvent) -> bytes:
+    """The event as sent, formatted once for all of its run's followers here: a stored
+    event's (run_id, seq) is that event, always."""
+    key = (event.run_id, event.seq)
+    if (found := _formatted.get(key)) is None:
+        found = _formatted[key] = format_event(event)
+        if len(_formatted) > FRAMES_KEPT:
+            del _formatted[next(iter(_formatted))]
+    return found
 
 
-def stream(handle: RunHandle, events: Events = "agno") -> Stream:
-    """The response for a run that was started (and so validated) already."""
-    body: AsyncIterator[Any] = _events(handle, events)
-    return Stream(body, media_type=MEDIA_TYPE, headers=HEADERS)
+@dataclass(frozen=True)
+class EventStream:
+    """A handler's answer that is a run's events (validated already: the request was
+    good); the app makes it a response with its keep-alive interval."""
+
+    batches: AsyncIterator[list[RunEvent]]
+    which: Events = "agno"
+
+    def response(self, keepalive_seconds: float = KEEPALIVE_SECONDS) -> Stream:
+        body: AsyncIterator[Any] = _kept_alive(self._frames(), keepalive_seconds)
+        return Stream(body, media_type=MEDIA_TYPE, headers=HEADERS)
+
+    async def _frames(self) -> AsyncIterator[bytes]:
+        """A batch's events in one piece: one send, however many events it holds."""
+        async for batch in self.batches:
+            sent = [frame(e) for e in batch if self.which == "all" or e.event in AGNO_EVENTS]
+            if sent:
+                yield b"".join(sent)
+
+
+async def _kept_alive(frames: AsyncIterator[bytes], seconds: float) -> AsyncIterator[bytes]:
+    """`frames` after a `retry:` line, with a comment whenever none came for `seconds`. The
+    next frame is awaited in a task of its own, so that a timeout does not cancel it."""
+    yield b"retry: %d\n\n" % RETRY_MS
+    upcoming = asyncio.ensure_future(anext(frames))
+    try:
+        while True:
+            done, _ = await asyncio.wait({upcoming}, timeout=seconds)
+            if not done:
+                yield KEEPALIVE
+                continue
+            try:
+                piece = upcoming.result()
+            except StopAsyncIteration:
+                return
+            yield piece
+            upcoming = asyncio.ensure_future(anext(frames))
+    finally:
+        upcoming.cancel()  # the client left: its follower leaves too
+        await asyncio.wait({upcoming})

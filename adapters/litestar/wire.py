@@ -13,12 +13,25 @@ import msgspec
 
 from runpoint.agent import Agent
 from runpoint.queries import RunDetail, Snapshot
-from runpoint.types import Checkpoint, Edit, Message, Ruling, Run, Session, Usage
+from runpoint.types import (
+    Checkpoint,
+    Edit,
+    MessageView,
+    Ruling,
+    Run,
+    Session,
+    ToolExecutionOf,
+    Usage,
+)
 
 encode = msgspec.json.Encoder().encode
 
 
-class Metrics(msgspec.Struct):
+# A run's transcript is thousands of these: none is tracked by the garbage collector (they
+# hold no reference back), so reading one leaves nothing for it to walk.
+
+
+class Metrics(msgspec.Struct, gc=False):
     input_tokens: int
     output_tokens: int
     total_tokens: int
@@ -27,18 +40,18 @@ class Metrics(msgspec.Struct):
     time_to_first_token: float | None = None
 
 
-class Function(msgspec.Struct):
+class Function(msgspec.Struct, gc=False):
     name: str
     arguments: str
 
 
-class ToolCallOut(msgspec.Struct):
+class ToolCallOut(msgspec.Struct, gc=False):
     id: str
     function: Function
     type: Literal["function"] = "function"
 
 
-class MessageOut(msgspec.Struct, omit_defaults=True):
+class MessageOut(msgspec.Struct, omit_defaults=True, gc=False):
     id: str
     role: str
     created_at: int
@@ -48,7 +61,7 @@ class MessageOut(msgspec.Struct, omit_defaults=True):
     metrics: Metrics | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
-    tool_args: dict[str, Any] | None = None
+    tool_args: msgspec.Raw | None = None  # as stored: encoded as it is
     tool_call_error: bool | None = None
     from_history: bool = False  # Agno's flag: runpoint lists a run's own messages only
     ruling: Ruling | None = None
@@ -59,19 +72,6 @@ class Accepted(msgspec.Struct):
     run_id: str
     session_id: str
     status: str
-
-
-class ToolExecutionOut(msgspec.Struct):
-    tool_call_id: str
-    tool_name: str
-    tool_args: dict[str, Any]
-    result: str | None
-    tool_call_error: bool
-    requires_confirmation: bool
-    in_doubt: bool
-    message_index: int
-    ruling: Ruling | None
-    proposed_args: dict[str, Any] | None
 
 
 class EditOut(msgspec.Struct):
@@ -102,7 +102,8 @@ class RunOut(msgspec.Struct):
     message_count: int
     metrics: Metrics
     messages: list[MessageOut] | None
-    tools: list[ToolExecutionOut] | None
+    # the kernel's, encoded as they are: their fields are the wire's, arguments as stored
+    tools: list[ToolExecutionOf[msgspec.Raw]] | None
     forked_from_run_id: str | None
     forked_from_message_index: int | None
     forked_from_session_id: str | None
@@ -114,7 +115,7 @@ class RunOut(msgspec.Struct):
     session_state: None = None  # runpoint keeps no session state dict
 
 
-class CheckpointOut(msgspec.Struct):
+class CheckpointOut(msgspec.Struct, gc=False):
     checkpoint_id: str
     run_id: str
     session_id: str
@@ -154,6 +155,16 @@ class SessionOut(msgspec.Struct):
     created_at: int
     updated_at: int
     session_state: None = None
+
+
+class RunPreviewOut(msgspec.Struct):
+    run_id: str
+    agent_id: str
+    user_id: str | None
+    status: str
+    run_input: str | None
+    content_preview: str | None
+    created_at: int
 
 
 class PageMeta(msgspec.Struct):
@@ -224,23 +235,22 @@ def provider(model_name: str | None) -> str | None:
     return model_name.partition(":")[0] if model_name else None
 
 
-def message(m: Message) -> MessageOut:
+def message(m: MessageView) -> MessageOut:
     return MessageOut(
-        id=m.id,
-        role=m.role,
-        created_at=int(m.created_at),
-        content=m.content,
-        model=m.model,
-        tool_calls=[
-            ToolCallOut(c.id, Function(c.name, encode(c.arguments).decode())) for c in m.tool_calls
-        ]
+        m.id,
+        m.role,
+        int(m.created_at),
+        m.content,
+        m.model,
+        # the arguments' JSON text is what they are stored as
+        [ToolCallOut(c.id, Function(c.name, bytes(c.arguments).decode())) for c in m.tool_calls]
         if m.tool_calls
         else None,
-        metrics=metrics(m.usage) if m.usage else None,
-        tool_call_id=m.tool_call_id,
-        tool_name=m.tool_name,
-        tool_args=m.tool_args,
-        tool_call_error=m.tool_call_error if m.role == "tool" else None,
+        metrics(m.usage) if m.usage else None,
+        m.tool_call_id,
+        m.tool_name,
+        m.tool_args or None,
+        m.tool_call_error if m.role == "tool" else None,
         ruling=m.ruling,
         replaces=m.replaces,
     )
@@ -258,7 +268,9 @@ def edit(e: Edit) -> EditOut:
     )
 
 
-def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = None) -> RunOut:
+def run(
+    r: Run, detail: RunDetail[MessageView] | None = None, *, agent_name: str | None = None
+) -> RunOut:
     """A run; with its transcript and tools when `detail` is given."""
     return RunOut(
         run_id=r.run_id,
@@ -278,9 +290,7 @@ def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = Non
         message_count=r.message_count,
         metrics=metrics(r.usage, r.updated_at - r.created_at),
         messages=[message(m) for m in detail.messages] if detail else None,
-        tools=[ToolExecutionOut(**msgspec.structs.asdict(t)) for t in detail.tools]
-        if detail
-        else None,
+        tools=detail.tools if detail else None,
         forked_from_run_id=r.forked_from_run_id,
         forked_from_message_index=r.forked_from_message_index,
         forked_from_session_id=r.forked_from_session_id,
@@ -291,25 +301,25 @@ def run(r: Run, detail: RunDetail | None = None, *, agent_name: str | None = Non
     )
 
 
-def run_detail(detail: RunDetail, agent_name: str | None = None) -> RunOut:
+def run_detail(detail: RunDetail[MessageView], agent_name: str | None = None) -> RunOut:
     return run(detail.run, detail, agent_name=agent_name)
 
 
 def checkpoint(c: Checkpoint, *, is_latest: bool) -> CheckpointOut:
     return CheckpointOut(
-        checkpoint_id=c.checkpoint_id,
-        run_id=c.run_id,
-        session_id=c.session_id,
-        message_index=c.message_index,
-        continue_from=c.message_index,
-        status=c.status,
-        reason=c.reason,
-        policy=c.policy,
-        created_at=int(c.created_at),
-        message_id=c.message_id,
-        message_role=c.message_role,
-        message_preview=c.message_preview,
-        is_latest=is_latest,
+        c.checkpoint_id,
+        c.run_id,
+        c.session_id,
+        c.message_index,
+        c.message_index,  # continue_from
+        c.status,
+        c.reason,
+        c.policy,
+        int(c.created_at),
+        c.message_id,
+        c.message_role,
+        c.message_preview,
+        is_latest,
     )
 
 
@@ -323,7 +333,7 @@ def timeline(r: Run, checkpoints: list[Checkpoint]) -> TimelineOut:
     )
 
 
-def snapshot(s: Snapshot, agent_name: str | None = None) -> SnapshotOut:
+def snapshot(s: Snapshot[MessageView], agent_name: str | None = None) -> SnapshotOut:
     # Only the end checkpoint is known to be the latest without reading the timeline.
     cp = s.checkpoint
     return SnapshotOut(
@@ -334,16 +344,32 @@ def snapshot(s: Snapshot, agent_name: str | None = None) -> SnapshotOut:
     )
 
 
-def session(s: Session, name: str | None = None) -> SessionOut:
+def session(s: Session, default_name: str | None = None) -> SessionOut:
+    """The session, named by its own name, else `default_name`."""
     return SessionOut(
         session_id=s.session_id,
         agent_session_id=s.session_id,
-        session_name=name,
+        session_name=s.session_name if s.session_name is not None else default_name,
         agent_id=s.agent_id,
         user_id=s.user_id,
         forked_from_session_id=s.forked_from_session_id,
         created_at=int(s.created_at),
         updated_at=int(s.updated_at),
+    )
+
+
+PREVIEW_CHARACTERS = 280  # AgentOS's
+
+
+def run_preview(r: Run) -> RunPreviewOut:
+    return RunPreviewOut(
+        run_id=r.run_id,
+        agent_id=r.agent_id,
+        user_id=r.user_id,
+        status=r.status.value,
+        run_input=r.input[:PREVIEW_CHARACTERS] if r.input is not None else None,
+        content_preview=r.content[:PREVIEW_CHARACTERS] if r.content is not None else None,
+        created_at=int(r.created_at),
     )
 
 

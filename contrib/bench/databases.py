@@ -3,8 +3,11 @@ PostgreSQL server started from the machine's binaries (tests/postgres.py)."""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import contextlib
 import sys
+import tempfile
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
@@ -45,3 +48,15 @@ def databases(on_postgres: bool, directory: Path) -> Iterator[NewDatabase]:
         yield new_database
     finally:
         server.stop()
+
+
+def run_on_databases(
+    description: str, main: Callable[[NewDatabase], Coroutine[Any, Any, None]]
+) -> None:
+    """A benchmark's command line: `main` on SQLite files, or with --postgres on databases of
+    a throwaway PostgreSQL."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
+        asyncio.run(main(new))

@@ -3,13 +3,14 @@ engine event listener sees every statement's parameters) and those it holds."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import event, select
+from sqlalchemy import Column, event, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions
+from runpoint.plugins.sql.schema import checkpoints, messages, run_events, runs, sessions
 
 
 class WrittenDocuments:
@@ -39,17 +40,22 @@ def _is_document(value: Any) -> bool:
     )
 
 
-async def stored_bytes(engine: AsyncEngine) -> int:
-    """The document bytes the database holds now, measured as written (compact JSON)."""
+DOCUMENTS = (
+    sessions.c.data,
+    runs.c.data,
+    runs.c.state,
+    messages.c.data,
+    checkpoints.c.data,
+    run_events.c.data,
+)
+
+
+async def stored_bytes(engine: AsyncEngine, columns: Sequence[Column[Any]] = DOCUMENTS) -> int:
+    """The document bytes the database holds now in `columns` (all by default), measured
+    as written (compact JSON)."""
     total = 0
     async with engine.connect() as conn:
-        for column in (
-            sessions.c.data,
-            runs.c.data,
-            runs.c.state,
-            messages.c.data,
-            checkpoints.c.data,
-        ):
+        for column in columns:
             for data in await conn.scalars(select(column)):
                 total += len(msgspec.json.encode(msgspec.json.decode(data)))
     return total

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import httpx
 
-from runpoint.agent import Agent
+from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.services import Runpoint
@@ -39,6 +39,7 @@ AGENT_ID = "travel-agent"  # an agent the default `runpoint serve` knows
 SMALL, LARGE = [1, 1, 1, 1], [2499, 2499, 2498, 2498]
 
 
+@tool(effect="read")  # a side effect would add a durable record per call, 2,499 at once
 async def lookup(city: str) -> str:
     return "ok"
 
@@ -58,7 +59,7 @@ def batches(sizes: list[int]) -> ScriptedModel:
 
 async def seed(database: str, sizes: list[int]) -> tuple[str, str, int]:
     """Make one run; return its run_id, session_id and last interior checkpoint."""
-    agent = Agent(id=AGENT_ID, model=batches(sizes), tools=[lookup])
+    agent = Agent(id=AGENT_ID, model=batches(sizes), tools=[lookup], max_turns=len(sizes) + 1)
     async with Runpoint([agent], database=database) as rp:
         run = await (await rp.create_run(AGENT_ID, "go")).result()
         _, checkpoints = await rp.timeline(run.run_id)
@@ -72,14 +73,16 @@ class Result:
     rps: float
     p50_ms: float
     p99_ms: float
+    requests: int
 
 
 _UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
 def wrk(name: str, url: str, duration: int, connections: int, headers: list[str]) -> Result:
+    threads = min(2, connections)  # wrk wants a connection per thread at least
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{duration}s", "--latency", *headers, url],
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{duration}s", "--latency", *headers, url],
         check=True,
         capture_output=True,
         text=True,
@@ -94,7 +97,8 @@ def wrk(name: str, url: str, duration: int, connections: int, headers: list[str]
         return float(found[1]) * _UNITS[found[2]]
 
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
-    return Result(name, rps, percentile("50"), percentile("99"))
+    requests = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    return Result(name, rps, percentile("50"), percentile("99"), requests)
 
 
 def free_port() -> int:
@@ -104,7 +108,7 @@ def free_port() -> int:
         return port
 
 
-def serve(db: Path, port: int, *options: str) -> subprocess.Popen[bytes]:
+def serve(db: Path | str, port: int, *options: str) -> subprocess.Popen[bytes]:
     command = shutil.which("runpoint", path=str(Path(sys.executable).parent)) or "runpoint"
     args = [
         "serve",
@@ -118,15 +122,19 @@ def serve(db: Path, port: int, *options: str) -> subprocess.Popen[bytes]:
         "warning",
         *options,
     ]
-    process = subprocess.Popen([command, *args])
+    return started(subprocess.Popen([command, *args]), f"http://127.0.0.1:{port}/health")
+
+
+def started(process: subprocess.Popen[bytes], url: str) -> subprocess.Popen[bytes]:
+    """`process`, once a GET of `url` answers 200."""
     deadline = time.monotonic() + 30
     while True:
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+            if httpx.get(url).status_code == 200:
                 return process
         except httpx.TransportError:
             if process.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("runpoint serve did not start") from None
+                raise SystemExit(f"{url}: the server did not start") from None
             time.sleep(0.1)
 
 

@@ -10,15 +10,17 @@ transactions: the run with its input, then one per boundary. Each process first 
 second, the ratio of the two, the median time of a checkpoint write (one transaction: the
 run's state, its messages, the checkpoint row), the share of a run's time spent waiting on
 the database, the CPU time a run costs in runpoint and in PostgreSQL with the cores busy
-(which bound what 2 processes can reach on this machine), and what the database's busy
-backends were doing, sampled (were it serialising the runs, they would wait on locks).
+(which bound what 2 processes can reach on this machine), what a run asks of the database
+(statements and round trips, counted by runpoint's side: see statements.py) and what the
+server writes for it (WAL bytes; bytes its processes had the OS write, see pgserver.py),
+and what the database's busy backends were doing, sampled (were it serialising the runs,
+they would wait on locks).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import statistics
@@ -30,15 +32,25 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import asyncpg
+import pgserver
 from databases import databases
+from statements import Statements
 
 from runpoint.agent import Agent, tool
-from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, Message, Run, Segment, Session, new_id
+from runpoint.types import (
+    Checkpoint,
+    KeyAnswer,
+    Message,
+    Run,
+    RunEvent,
+    Segment,
+    Session,
+    new_id,
+)
 
 QUESTION = "Paris, Tokyo and Lagos"
 
@@ -64,13 +76,23 @@ class TimedStorage(SqlStorage):
         cp: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
         start = time.perf_counter()
-        await super().save(run, messages, cp, intents=intents)
+        await super().save(run, messages, cp, intents=intents, answering=answering, events=events)
         took = time.perf_counter() - start
         self.seconds += took
         if cp is not None:
             self.checkpoint_writes.append(took)
+
+    async def append_events(self, *args: Any, **kwargs: Any) -> bool:
+        """A run's events written between its boundaries."""
+        start = time.perf_counter()
+        try:
+            return await super().append_events(*args, **kwargs)
+        finally:
+            self.seconds += time.perf_counter() - start
 
     async def read_messages(self, *args: Any, **kwargs: Any) -> list[Message]:
         start = time.perf_counter()
@@ -93,6 +115,7 @@ async def worker(
 ) -> dict[str, Any]:
     agent = Agent(id="bench", model="scripted:demo", tools=[get_population])
     storage = TimedStorage(database)
+    sent = Statements(storage.engine)
     async with Runpoint([agent], storage=storage) as rp:
         gate = asyncio.Semaphore(concurrency)
 
@@ -106,6 +129,7 @@ async def worker(
         # filled, its PostgreSQL backends past their first touches of shared memory
         await asyncio.gather(*(one() for _ in range(warmup)))
         storage.seconds, storage.checkpoint_writes = 0.0, []
+        sent.reset()
         if on_your_marks:  # started up: the runs start when every worker is ready
             print("ready", flush=True)
             sys.stdin.readline()
@@ -120,6 +144,8 @@ async def worker(
         "db_seconds": storage.seconds,
         "run_seconds": run_seconds,
         "checkpoint_writes": storage.checkpoint_writes,
+        "statements": sent.statements,
+        "round_trips": sent.round_trips,
     }
 
 
@@ -146,13 +172,21 @@ async def checkpoint_writes(database: str, count: int = 300) -> list[float]:
     return times
 
 
-def phase(
-    database: str, processes: int, runs: int, concurrency: int, warmup: int
-) -> tuple[list[dict[str, Any]], float, float, Counter[str]]:
-    """The workers' results, the seconds from the first one's start to the last one's end
-    (of their runs: not counting start-up, warm-up and shut-down), the CPU seconds
-    PostgreSQL spent from their start to their exit, and what its backends were doing."""
-    postmaster = asyncio.run(postmaster_pid(database))
+class Phase(NamedTuple):
+    results: list[dict[str, Any]]  # the workers'
+    wall: float  # seconds from the first one's runs' start to the last one's end
+    # what the server spent from the runs' start to the workers' exit: CPU seconds, bytes
+    # its processes wrote to disk (None: not readable), WAL bytes; what its backends did
+    cpu: float
+    disk: int | None
+    wal: int
+    states: Counter[str]
+
+
+def phase(database: str, processes: int, runs: int, concurrency: int, warmup: int) -> Phase:
+    """Runs from `processes` processes at once (not counting start-up, warm-up and
+    shut-down), and what the server spent on them."""
+    postmaster = asyncio.run(pgserver.postmaster_pid(database))
     command = [sys.executable, __file__, "--worker", database]
     command += [str(runs), str(concurrency), str(warmup)]
     started = [
@@ -161,10 +195,13 @@ def phase(
     ]
     for process in started:
         assert process.stdout is not None and process.stdout.readline() == "ready\n"
-    before = postgres_cpu(postmaster)
+    before = pgserver.cpu_seconds(postmaster)
+    disk, wal = pgserver.write_bytes(postmaster), asyncio.run(pgserver.wal_position(database))
     stop = threading.Event()
     sampled: list[tuple[Counter[str], float]] = []
-    sampler = threading.Thread(target=lambda: sampled.append(asyncio.run(doing(database, stop))))
+    sampler = threading.Thread(
+        target=lambda: sampled.append(asyncio.run(pgserver.doing(database, stop)))
+    )
     sampler.start()
     for process in started:  # all of them, before waiting for any
         assert process.stdin is not None
@@ -176,71 +213,11 @@ def phase(
     ((states, sampler_cpu),) = sampled
     wall = max(r["ended_at"] for r in results) - min(r["started_at"] for r in results)
     time.sleep(0.2)  # the workers' backends have exited: their time is the postmaster's
-    return results, wall, postgres_cpu(postmaster) - before - sampler_cpu, states
-
-
-# What PostgreSQL's backends are doing while they hold a statement or a transaction,
-# sampled: if the database serialised the runs, they would be waiting on locks.
-_BUSY_BACKENDS = """
-SELECT wait_event_type, wait_event FROM pg_stat_activity
-WHERE datname = current_database() AND backend_type = 'client backend'
-  AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')
-"""
-
-
-async def doing(database: str, stop: threading.Event) -> tuple[Counter[str], float]:
-    """Samples of what busy backends do, every 20 ms until `stop`, and the CPU seconds
-    the sampling cost PostgreSQL (left out of the runs' share)."""
-    connection = await asyncpg.connect(database)
-    own = await connection.fetchval("SELECT pg_backend_pid()")
-    states: Counter[str] = Counter()
-    try:
-        while not stop.is_set():
-            for row in await connection.fetch(_BUSY_BACKENDS):
-                states[_state(row["wait_event_type"], row["wait_event"])] += 1
-            await asyncio.sleep(0.02)
-        ticks = sum(int(f) for f in _stat(own)[11:13])
-    finally:
-        await connection.close()
-    return states, ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _state(wait_type: str | None, wait_event: str | None) -> str:
-    if wait_type is None:
-        return "executing"
-    if wait_event == "ClientRead":
-        return "waiting for runpoint (mid-transaction)"
-    if wait_type == "Lock":
-        return "waiting for a lock on a row or table"
-    if wait_event is not None and wait_event.startswith("WAL"):
-        return "committing (writing and flushing the WAL)"
-    return f"other: {wait_type} {wait_event}"
-
-
-async def postmaster_pid(database: str) -> int:
-    connection = await asyncpg.connect(database)
-    try:  # the parent of this connection's backend, while it lives
-        return int(_stat(await connection.fetchval("SELECT pg_backend_pid()"))[1])
-    finally:
-        await connection.close()
-
-
-def postgres_cpu(postmaster: int) -> float:
-    """CPU seconds of the server: the postmaster, its reaped children and its live ones."""
-    ticks = sum(int(f) for f in _stat(postmaster)[11:15])
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                stat = _stat(int(entry))
-                if int(stat[1]) == postmaster:
-                    ticks += int(stat[11]) + int(stat[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> list[str]:
-    """/proc/<pid>/stat from the field after the command: [state, ppid, ...]."""
-    with open(f"/proc/{pid}/stat") as file:
-        return file.read().rsplit(")", 1)[1].split()
+    cpu = pgserver.cpu_seconds(postmaster) - before - sampler_cpu
+    wal = asyncio.run(pgserver.wal_position(database)) - wal
+    written = pgserver.write_bytes(postmaster)
+    disk = None if disk is None or written is None else written - disk
+    return Phase(results, wall, cpu, disk, wal, states)
 
 
 def main(runs: int, concurrency: int, warmup: int) -> None:
@@ -251,9 +228,9 @@ def main(runs: int, concurrency: int, warmup: int) -> None:
         single = phase(database, 1, runs, concurrency, warmup)
         double = phase(database, 2, runs, concurrency, warmup)
 
-    one_rate = runs / single[1]
-    two_rate = 2 * runs / double[1]  # from their common start to the last one's end
-    loaded = [w for r in single[0] + double[0] for w in r["checkpoint_writes"]]
+    one_rate = runs / single.wall
+    two_rate = 2 * runs / double.wall  # from their common start to the last one's end
+    loaded = [w for r in single.results + double.results for w in r["checkpoint_writes"]]
     print(f"runs per process: {runs} (after {warmup} to warm up), {concurrency} at a time")
     print(f"1 process : {one_rate:8.1f} runs/s")
     print(f"2 processes: {two_rate:8.1f} runs/s")
@@ -267,20 +244,29 @@ def main(runs: int, concurrency: int, warmup: int) -> None:
     print("(target: median <= 2 ms)")
     cores = os.cpu_count() or 1
     busy = {}
-    for label, (results, wall, pg, states) in (("1 process", single), ("2 processes", double)):
+    for label, measured in (("1 process", single), ("2 processes", double)):
+        results = measured.results
         print(f"{label}:")
         share = sum(r["db_seconds"] for r in results) / sum(r["run_seconds"] for r in results)
         print(f"  share of run time awaiting the database: {100 * share:.0f}%")
         done = sum(r["runs"] for r in results)
         ours = sum(r["cpu_seconds"] for r in results)
-        busy[label] = (ours + pg) / wall
+        busy[label] = (ours + measured.cpu) / measured.wall
         print(
             f"  CPU per run: runpoint {1000 * ours / done:.2f} ms, PostgreSQL "
-            f"{1000 * pg / done:.2f} ms; {busy[label]:.2f} of {cores} cores busy"
+            f"{1000 * measured.cpu / done:.2f} ms ({measured.cpu / ours:.2f} of runpoint's; "
+            f"target <= 0.33); {busy[label]:.2f} of {cores} cores busy"
+        )
+        sent = {key: sum(r[key] for r in results) / done for key in ("statements", "round_trips")}
+        disk = "n/a" if measured.disk is None else f"{measured.disk / done:,.0f}"
+        print(
+            f"  per run: {sent['statements']:.2f} statements, {sent['round_trips']:.2f} round "
+            f"trips; {measured.wal / done:,.0f} bytes of WAL; the server's write_bytes {disk} "
+            "(the OS's count: see disk.py)"
         )
         print("  PostgreSQL backends holding a statement or transaction, sampled:")
-        for state, count in states.most_common():
-            print(f"    {100 * count / states.total():5.1f}%  {state}")
+        for state, count in measured.states.most_common():
+            print(f"    {100 * count / measured.states.total():5.1f}%  {state}")
     # at the same CPU per run, a second process can only add the cores the first left idle
     print(f"ratio the CPU allows: at most {cores / busy['1 process']:.2f}x")
 

@@ -2,10 +2,18 @@
 
     .venv/bin/python contrib/bench/startup.py [--rounds 5] [--top 12]
 
-Times, from exec, `runpoint serve`'s first 200 from /health (the demo agents on a fresh
-SQLite file) and the exit of `runpoint session lock` (on a database already migrated),
-and prints the median and best of the rounds, then where the import time of each goes
-(`python -X importtime`, cumulative time by package).
+Times, from exec, `runpoint serve`'s first 200 from /health (the demo agents on SQLite:
+a restart, on a database at the head revision, and a first start, on a new file, which
+runs the migrations) and the exit of `runpoint session lock` (on a migrated database), and
+prints the median and best of the rounds, of the time and of the CPU time the process
+used (which other work on a shared machine disturbs less), then where the import time of
+each goes (`python -X importtime`, cumulative time by package); then, for scale, the same
+for a bare interpreter importing only the libraries runpoint cannot start without; and the
+load average before and after.
+
+The commands run as an installed runpoint does, with its bytecode written (without
+PYTHONDONTWRITEBYTECODE, which would compile every module of runpoint at every start),
+after one round that is not counted.
 """
 
 from __future__ import annotations
@@ -13,6 +21,7 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -23,10 +32,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 BIN = Path(sys.executable).parent
 RUNPOINT = shutil.which("runpoint", path=str(BIN)) or "runpoint"
 CLI_MODULE = ["-X", "importtime", "-m", "runpoint.adapters.cli"]
+# the libraries a server on SQLite, and a command on it, import whatever runpoint does
+FLOORS = ["import litestar, sqlalchemy.ext.asyncio, uvicorn", "import sqlalchemy.ext.asyncio"]
 
 
 def free_port() -> int:
@@ -37,7 +49,8 @@ def free_port() -> int:
 
 
 def environment() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("RUNPOINT_")}
+    unset = ("RUNPOINT_", "PYTHONDONTWRITEBYTECODE")
+    return {k: v for k, v in os.environ.items() if not k.startswith(unset)}
 
 
 def answers(url: str) -> bool:
@@ -48,8 +61,22 @@ def answers(url: str) -> bool:
         return False
 
 
-def serve_until_healthy(command: list[str], db: Path) -> tuple[float, str]:
-    """Seconds from exec to the first 200 from /health, and the server's stderr."""
+class Timing(NamedTuple):
+    """From exec: the seconds that passed, and the CPU seconds the process used (on a
+    shared machine the second waits less on the others)."""
+
+    wall: float
+    cpu: float
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a live process has used (Linux: /proc/PID/stat, utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def serve_until_healthy(command: list[str], db: Path) -> tuple[Timing, str]:
+    """The time from exec to the first 200 from /health, and the server's stderr."""
     port = free_port()
     log = db.with_suffix(".stderr")  # a file, not a pipe: nobody reads it while it serves
     with log.open("w") as stderr:
@@ -64,23 +91,22 @@ def serve_until_healthy(command: list[str], db: Path) -> tuple[float, str]:
                 if process.poll() is not None:
                     raise SystemExit(f"runpoint serve exited: {log.read_text()}")
                 time.sleep(0.005)
-            elapsed = time.perf_counter() - started
+            timing = Timing(time.perf_counter() - started, cpu_seconds(process.pid))
         finally:
             process.terminate()
             process.wait(timeout=30)
-    return elapsed, log.read_text()
+    return timing, log.read_text()
 
 
-def lock(command: list[str], db: Path) -> tuple[float, str]:
-    """Seconds from exec to the exit of `runpoint session lock`, and its stderr."""
+def exits(command: list[str]) -> tuple[Timing, str]:
+    """The time from exec to the exit of `command`, and its stderr."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    done = subprocess.run(
-        [*command, "session", "lock", "demo", "--db", str(db)],
-        capture_output=True,
-        text=True,
-        env=environment(),
-    )
-    return time.perf_counter() - started, done.stderr
+    done = subprocess.run(command, capture_output=True, text=True, env=environment())
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return Timing(wall, cpu), done.stderr
 
 
 def import_breakdown(stderr: str, top: int) -> list[tuple[str, float]]:
@@ -105,10 +131,18 @@ def import_breakdown(stderr: str, top: int) -> list[tuple[str, float]]:
     return [(package, us / 1e6) for package, us in totals.most_common(top)]
 
 
-def report(title: str, times: list[float], stderr: str, top: int) -> None:
-    print(f"{title}: median {statistics.median(times):.3f} s, best {min(times):.3f} s")
+def report(title: str, timings: list[Timing], stderr: str, top: int) -> None:
+    walls, cpus = [t.wall for t in timings], [t.cpu for t in timings]
+    print(
+        f"{title}: median {statistics.median(walls):.3f} s, best {min(walls):.3f} s "
+        f"(CPU: median {statistics.median(cpus):.3f} s, best {min(cpus):.3f} s)"
+    )
     for package, seconds in import_breakdown(stderr, top):
         print(f"    {seconds:7.3f} s  {package}")
+
+
+def load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def main() -> None:
@@ -117,15 +151,25 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=12, help="packages in each breakdown")
     args = parser.parse_args()
     profiled = [sys.executable, *CLI_MODULE]
+    print(f"load average {load()}")
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
-        dbs = [directory / f"serve-{i}.db" for i in range(args.rounds + 1)]
-        health = [serve_until_healthy([RUNPOINT], db)[0] for db in dbs[1:]]
-        _, serve_imports = serve_until_healthy(profiled, dbs[0])
-        report("runpoint serve -> first /health", health, serve_imports, args.top)
-        migrated = dbs[-1]
-        exits = [lock([RUNPOINT], migrated)[0] for _ in range(args.rounds)]
-        report("runpoint session lock -> exit", exits, lock(profiled, migrated)[1], args.top)
+        migrated = directory / "migrated.db"
+        serve_until_healthy([RUNPOINT], migrated)  # not counted: it writes the bytecode
+        restarts = [serve_until_healthy([RUNPOINT], migrated)[0] for _ in range(args.rounds)]
+        _, imports = serve_until_healthy(profiled, migrated)
+        report("runpoint serve -> first /health, a restart", restarts, imports, args.top)
+        new = [directory / f"new-{i}.db" for i in range(args.rounds + 1)]
+        firsts = [serve_until_healthy([RUNPOINT], db)[0] for db in new[1:]]
+        _, imports = serve_until_healthy(profiled, new[0])
+        report("runpoint serve -> first /health, a new database", firsts, imports, args.top)
+        lock = ["session", "lock", "demo", "--db", str(migrated)]
+        timings = [exits([RUNPOINT, *lock])[0] for _ in range(args.rounds)]
+        report("runpoint session lock -> exit", timings, exits([*profiled, *lock])[1], args.top)
+    for imports in FLOORS:  # what runpoint cannot do without, for scale
+        timings = [exits([sys.executable, "-c", imports])[0] for _ in range(args.rounds)]
+        report(f"python -c {imports!r} -> exit", timings, "", 0)
+    print(f"load average {load()}")
 
 
 if __name__ == "__main__":

@@ -6,34 +6,45 @@ and what a session checkpoint and a rollback to it cost in a session holding suc
 
 Each run is made by the offline scripted model with no delay: one user message, four tool
 batches whose width grows with the run's size, and a final answer, so every run has the
-same five checkpoints and the figures show what the *transcript's* length costs. Bytes are
-the msgspec documents handed to the database ("written") against those it holds at the
-end ("stored"): a rewrite of the run per checkpoint would show as a ratio far above 1.
+same five checkpoints and the figures show what the *transcript's* length costs.
+
+Bytes, per run of each size (built several times where it is small): the msgspec documents
+handed to the database ("written") against those it holds at the end ("stored"), where a
+rewrite of the run per checkpoint would show as a ratio far above 1; and what the disk was
+asked to write for them (see disk.py): on SQLite this process's writes, its WAL and, at
+checkpoints, its database file; on PostgreSQL the server's writes and its WAL. A "write" is
+one transaction of the run: its birth with its input, and each boundary it saves. The
+run's event log is among the documents written and stored (each event is written once);
+"events/stored" is its share of what is stored. On SQLite the benchmark then says what
+one write of a 10-message run puts in the WAL, page by page (see walpages.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import itertools
+import math
 import statistics
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
+from typing import Any
 
-from databases import NewDatabase, databases
+import walpages
+from databases import NewDatabase, run_on_databases
+from disk import written
 from documents import WrittenDocuments, stored_bytes
+from sqlalchemy.engine import make_url
 
 from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
-from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.schema import run_events
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.types import ToolCall
 
 SIZES = (10, 100, 1_000, 10_000)
 BATCHES = 4
+RUNS_FOR_BYTES = 1_000  # messages built per size for the byte figures (one run at least)
 
 
 @tool(effect="read")
@@ -63,16 +74,39 @@ async def median_seconds(action: Callable[[], Awaitable[object]], repeat: int) -
     return statistics.median(times)
 
 
-async def measure(size: int, database: str) -> dict[str, float]:
+class CountedStorage(SqlStorage):
+    """Counts a run's writes: its birth (each run here starts a session), its saves."""
+
+    writes = 0
+
+    async def create_sessions(self, *args: Any, **kwargs: Any) -> None:
+        self.writes += 1
+        await super().create_sessions(*args, **kwargs)
+
+    async def save(self, *args: Any, **kwargs: Any) -> None:
+        self.writes += 1
+        await super().save(*args, **kwargs)
+
+
+def agent_of_size(size: int) -> Agent:
     width = max(1, round((size - 2) / BATCHES - 1))  # 1 + 4 * (1 + width) + 1 messages
-    agent = Agent(id="bench", model=wide_batches(width), tools=[echo])
-    storage = SqlStorage(database)
-    written = WrittenDocuments(storage.engine)
-    async with Runpoint([agent], storage=storage) as rp:
-        start = time.perf_counter()
-        run = await (await rp.create_run("bench", "go")).result()
-        build = time.perf_counter() - start
-        write_ratio = written.bytes / await stored_bytes(storage.engine)
+    return Agent(id="bench", model=wide_batches(width), tools=[echo])
+
+
+async def measure(size: int, database: str) -> dict[str, float]:
+    storage = CountedStorage(database)
+    documents = WrittenDocuments(storage.engine)
+    async with Runpoint([agent_of_size(size)], storage=storage) as rp:
+        copies = max(1, RUNS_FOR_BYTES // size)
+        before, builds = await written(database), []
+        for _ in range(copies):
+            start = time.perf_counter()
+            run = await (await rp.create_run("bench", "go")).result()
+            builds.append(time.perf_counter() - start)
+        disk, writes = await written(database) - before, storage.writes
+        stored = await stored_bytes(storage.engine)
+        write_ratio = documents.bytes / stored
+        event_share = await stored_bytes(storage.engine, [run_events.c.data]) / stored
         repeat = 200 if size <= 1_000 else 50
 
         # a session whose one run is this one (copy-on-write), checkpointed and rolled back
@@ -93,8 +127,12 @@ async def measure(size: int, database: str) -> dict[str, float]:
 
         return {
             "messages": run.message_count,
-            "build_ms": build * 1000,
+            "build_ms": 1000 * statistics.median(builds),
             "write_ratio": write_ratio,
+            "event_share": event_share,
+            "writes": writes / copies,
+            "stored": stored / copies,
+            **{name: math.nan if n is None else n / copies for name, n in disk._asdict().items()},
             "timeline_ms": 1000 * await median_seconds(lambda: rp.timeline(run.run_id), repeat),
             "snapshot_ms": 1000
             * await median_seconds(lambda: rp.snapshot(run.run_id, run.message_count // 2), repeat),
@@ -103,15 +141,35 @@ async def measure(size: int, database: str) -> dict[str, float]:
         }
 
 
+async def commit_pages(database: str, runs: int = 20) -> walpages.Commits:
+    """The pages each write of `runs` runs of the smallest size put in SQLite's WAL."""
+    storage = SqlStorage(database)
+    walpages.hold_checkpoints(storage.engine)
+    async with Runpoint([agent_of_size(SIZES[0])], storage=storage) as rp:
+        await written(database)  # the WAL starts over
+        for _ in range(runs):
+            await (await rp.create_run("bench", "go")).result()
+        return walpages.commits(_path(database))
+
+
+def _path(database: str) -> str:
+    path = make_url(database).database
+    assert path is not None
+    return path
+
+
 async def main(databases: NewDatabase) -> None:
     results = {size: await measure(size, await databases(f"bench_{size}")) for size in SIZES}
+    on_sqlite = make_url(await databases("bench_pages")).get_backend_name() == "sqlite"
     print(
-        f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'timeline ms':>12} "
+        f"{'messages':>9} {'build ms':>9} {'written/stored':>15} {'events/stored':>14} "
+        f"{'timeline ms':>12} "
         f"{'snapshot@mid ms':>16} {'fork@end ms':>12} {'session ckpt+rollback ms':>25}"
     )
     for r in results.values():
         print(
             f"{r['messages']:>9.0f} {r['build_ms']:>9.1f} {r['write_ratio']:>15.2f} "
+            f"{r['event_share']:>14.2f} "
             f"{r['timeline_ms']:>12.2f} {r['snapshot_ms']:>16.2f} {r['fork_ms']:>12.2f} "
             f"{r['session_ms']:>25.2f}"
         )
@@ -133,11 +191,42 @@ async def main(databases: NewDatabase) -> None:
         print(f"build {b:>6,} / {a:>5,} messages: {ratio:.2f}x (target <= 12 for 10x)")
     worst = max(r["write_ratio"] for r in results.values())
     print(f"worst written/stored: {worst:.2f} (target <= 1.5)")
+    print()
+    print_bytes(results, "this process" if on_sqlite else "the server")
+    if on_sqlite:
+        database = await databases("bench_pages")
+        print_pages(await commit_pages(database), _path(database))
+
+
+def print_bytes(results: dict[int, dict[str, float]], whose: str) -> None:
+    with_wal = not any(math.isnan(r["wal"]) for r in results.values())
+    print(f"bytes per run: documents stored, and what the OS was asked to write ({whose})")
+    wal_header = f" {'WAL':>10} {'WAL/documents':>14}" if with_wal else ""
+    print(
+        f"{'messages':>9} {'writes':>7} {'documents':>10} {'disk':>10} {'disk/write':>11} "
+        f"{'disk/documents':>15}{wal_header}"
+    )
+    for r in results.values():
+        wal = f" {r['wal']:>10,.0f} {r['wal'] / r['stored']:>14.2f}" if with_wal else ""
+        print(
+            f"{r['messages']:>9.0f} {r['writes']:>7.1f} {r['stored']:>10,.0f} {r['disk']:>10,.0f} "
+            f"{r['disk'] / r['writes']:>11,.0f} {r['disk'] / r['stored']:>15.2f}{wal}"
+        )
+    worst = max(r["disk"] / r["stored"] for r in results.values())
+    print(f"worst disk/documents: {worst:.2f} (issue 18's target: <= 1.5)")
+
+
+def print_pages(commits: walpages.Commits, path: str) -> None:
+    count = sum(len(pages) for pages in commits.pages)
+    print()
+    print(
+        f"one write of a {SIZES[0]}-message run in SQLite's WAL, over {len(commits.pages)} "
+        f"writes: {count / len(commits.pages):.2f} pages of {commits.page_size:,} bytes, "
+        f"{commits.wal_bytes / len(commits.pages):,.0f} bytes; pages per write by owner:"
+    )
+    for owner, pages in commits.by_owner(path).most_common():
+        print(f"  {pages:5.2f}  {owner}")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
-        asyncio.run(main(new))
+    run_on_databases(__doc__.splitlines()[0], main)

@@ -16,6 +16,8 @@ then each failure with the line that failed and why. See docs/plugins.md.
 
 # each module registers its checks when imported
 from runpoint.conformance import (  # noqa: F401
+    events,
+    keys,
     optional,
     runs,
     session_checkpoints,

@@ -155,3 +155,9 @@ def diff(got: object, want: object) -> str:
         if getattr(got, name) != getattr(want, name)
     ]
     return f"{type(got).__name__} differs in " + "; ".join(fields)
+
+
+def as_json(value: object) -> Any:
+    """`value` encoded, then decoded into plain values: what it says in JSON, whatever
+    the spacing and key order of documents a database gave back (JSONB's are its own)."""
+    return msgspec.json.decode(msgspec.json.encode(value))

@@ -6,10 +6,18 @@ from __future__ import annotations
 import msgspec
 
 from runpoint.conformance import build
+from runpoint.conformance.keys import by, claim
 from runpoint.conformance.suite import Capability, check
 from runpoint.errors import Conflict
 from runpoint.storage import Storage
-from runpoint.types import Message, RunStatus, SessionCapture, SessionCheckpointStatus, ToolCall
+from runpoint.types import (
+    Message,
+    RunStatus,
+    SessionCapture,
+    SessionCheckpointStatus,
+    ToolCall,
+    now,
+)
 
 PROCESSES, NUL = Capability.PROCESSES, Capability.NUL
 
@@ -48,9 +56,9 @@ async def locks_and_claims_hold_across_backends(store: Storage, other: Storage) 
         pass
     else:
         raise AssertionError("another backend locked a session with a run in flight")
-    scope, key = build.fresh("scope"), build.fresh("key")
-    assert await store.claim_key(scope, key, "f") is None
-    assert await other.claim_key(scope, key, "g") == ("f", None)
+    mine = claim("me")
+    assert await store.claim_key(mine, "f", now() + 60) is None
+    assert await other.claim_key(by("other", mine), "g", now() + 60) == ("f", None)
 
 
 TEXT = "nul:\x00. escape:\\u0000."  # a NUL, and JSON's escape of one as mere text
@@ -73,6 +81,8 @@ async def text_with_nul_is_kept_whole(store: Storage) -> None:
     await store.record_tool_result(run.run_id, result)
     assert await store.get_run(run.run_id) == run
     assert await build.transcript(store, run) == [*said, result]
+    views = await store.read_views(run.segments, run.message_count)
+    assert build.as_json(views) == build.as_json([*said, result])
     [listed] = await store.list_checkpoints(run.segments)
     assert listed.message_preview == TEXT
     assert await store.tool_records(run.run_id, ["call-1"]) == {"call-1": result}
@@ -84,7 +94,7 @@ async def text_with_nul_is_kept_whole(store: Storage) -> None:
     await store.update_session_checkpoint(ready, msgspec.json.encode(capture), "me")
     assert await store.get_session_checkpoint(checkpoint.checkpoint_id) == ready
     assert await store.session_capture(checkpoint.checkpoint_id) == capture
-    scope = build.fresh("scope")
-    await store.claim_key(scope, "k", "f")
-    await store.answer_key(scope, "k", TEXT)
-    assert await store.claim_key(scope, "k", "f") == ("f", TEXT)
+    mine = claim("me")
+    await store.claim_key(mine, "f", now() + 60)
+    await store.save(run, [], None, answering=mine.answered(TEXT))
+    assert await store.claim_key(by("other", mine), "f", now()) == ("f", TEXT)

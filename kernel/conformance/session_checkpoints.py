@@ -1,9 +1,7 @@
-"""Checks of session checkpoints (a lease while PENDING, a capture once READY, keyset
-pages), of idempotency keys and of secrets."""
+"""Checks of session checkpoints: a lease while PENDING, a capture once READY, keyset
+pages."""
 
 from __future__ import annotations
-
-import asyncio
 
 import msgspec
 
@@ -12,7 +10,7 @@ from runpoint.conformance.suite import Capability, check
 from runpoint.storage import Storage
 from runpoint.types import Lease, SessionCapture, SessionCheckpointStatus, now
 
-SESSION_CHECKPOINTS, IDEMPOTENCY = Capability.SESSION_CHECKPOINTS, Capability.IDEMPOTENCY
+SESSION_CHECKPOINTS = Capability.SESSION_CHECKPOINTS
 READY, FAILED = SessionCheckpointStatus.READY, SessionCheckpointStatus.FAILED
 
 
@@ -108,46 +106,3 @@ async def a_deleted_session_checkpoint_is_gone(store: Storage) -> None:
     assert await store.get_session_checkpoint(deleted.checkpoint_id) is None
     listed = await store.list_session_checkpoints(session.session_id, limit=5, before=None)
     assert [c for _, c in listed] == [kept]
-
-
-@check(IDEMPOTENCY)
-async def the_first_claim_of_a_key_stands_with_its_answer(store: Storage) -> None:
-    scope, key = build.fresh("scope"), build.fresh("key")
-    assert await store.claim_key(scope, key, "fingerprint-1") is None
-    assert await store.claim_key(scope, key, "fingerprint-2") == ("fingerprint-1", None)
-    await store.answer_key(scope, key, '{"run_id": "r"}')
-    assert await store.claim_key(scope, key, "fingerprint-1") == (
-        "fingerprint-1",
-        '{"run_id": "r"}',
-    )
-
-
-@check(IDEMPOTENCY)
-async def keys_are_claimed_per_scope(store: Storage) -> None:
-    key = build.fresh("key")
-    assert await store.claim_key(build.fresh("scope"), key, "f") is None
-    assert await store.claim_key(build.fresh("scope"), key, "f") is None
-
-
-@check(IDEMPOTENCY)
-async def a_released_key_is_claimed_afresh(store: Storage) -> None:
-    scope, key = build.fresh("scope"), "k" * 255
-    assert await store.claim_key(scope, key, "failed") is None
-    await store.release_key(scope, key)
-    assert await store.claim_key(scope, key, "retry") is None
-    assert await store.claim_key(scope, key, "again") == ("retry", None)
-
-
-@check(IDEMPOTENCY)
-async def of_concurrent_claims_of_a_key_one_wins(store: Storage) -> None:
-    scope, key = build.fresh("scope"), build.fresh("key")
-    claims = await asyncio.gather(*(store.claim_key(scope, key, f"f{i}") for i in range(4)))
-    assert sum(claim is None for claim in claims) == 1, claims
-
-
-@check(IDEMPOTENCY)
-async def the_first_secret_stored_under_a_name_stands(store: Storage) -> None:
-    name = build.fresh("secret")[:64]
-    assert await store.secret(name, b"\x00first") == b"\x00first"
-    assert await store.secret(name, b"second") == b"\x00first"
-    assert await store.secret(build.fresh("secret")[:64], b"other") == b"other"

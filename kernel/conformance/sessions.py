@@ -1,10 +1,12 @@
-"""Checks of sessions: inserts and lists, the run at their head, deletion, locks and
+"""Checks of sessions: inserts, names and lists, the run at their head, deletion, locks and
 rollbacks (whose lease says who carries them out)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+
+import msgspec
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
@@ -33,11 +35,27 @@ async def a_session_reads_back_as_it_was_created(store: Storage) -> None:
     session = build.session(
         team_id=build.fresh("team"),
         user_id="ada",
+        session_name="Trip to Kyoto",
         forked_from_session_id=source.session_id,
         event_seq=7,
     )
     await store.create_sessions([source, session])
     assert await store.get_session(session.session_id) == session
+    assert await store.get_session(source.session_id) == source
+
+
+@check(SESSIONS)
+async def rename_session_names_a_session_or_takes_its_name_away(store: Storage) -> None:
+    team = build.fresh("team")
+    session = build.session(team_id=team)
+    await store.create_sessions([session])
+    assert await store.rename_session(session.session_id, "Trip to Lima")
+    renamed = msgspec.structs.replace(session, session_name="Trip to Lima")
+    assert await store.get_session(session.session_id) == renamed
+    assert await store.list_sessions(team_id=team, limit=1, offset=0) == [renamed]
+    assert await store.rename_session(session.session_id, None)
+    assert await store.get_session(session.session_id) == session
+    assert not await store.rename_session(build.fresh("session"), "Nowhere")
 
 
 @check(SESSIONS)
@@ -101,33 +119,49 @@ async def of_concurrent_new_runs_in_one_session_one_starts(store: Storage) -> No
 
 
 @check(SESSIONS)
-async def delete_session_deletes_what_it_owns(store: Storage) -> None:
+async def delete_sessions_deletes_what_they_own(store: Storage) -> None:
     session, run = await build.started(store, build.messages(2))
     await build.append(store, run, [], build.checkpoint(run, 2))
     checkpoint = build.session_checkpoint(session)
     await store.add_session_checkpoint(checkpoint)
-    assert await store.delete_session(session.session_id)
-    assert await store.get_session(session.session_id) is None
-    assert await store.get_run(run.run_id) is None
+    other, other_run = await build.started(store)
+    assert await store.delete_sessions([session.session_id, other.session_id])
+    for gone, gone_run in ((session, run), (other, other_run)):
+        assert await store.get_session(gone.session_id) is None
+        assert await store.get_run(gone_run.run_id) is None
     assert await store.read_messages(run.segments, 2) == []
     assert await store.list_checkpoints(run.segments) == []
     assert await store.get_session_checkpoint(checkpoint.checkpoint_id) is None
-    assert not await store.delete_session(session.session_id)
+    assert not await store.delete_sessions([session.session_id])
 
 
 @check(SESSIONS)
-async def delete_session_refuses_while_a_run_is_in_flight(store: Storage) -> None:
-    session, run = await build.started(store, status=RunStatus.PENDING)
-    await refused(store.delete_session(session.session_id), Conflict)
+async def delete_sessions_deletes_none_when_one_is_unknown(store: Storage) -> None:
+    session, run = await build.started(store)
+    assert not await store.delete_sessions([session.session_id, build.fresh("session")])
+    assert await store.get_session(session.session_id) is not None
     assert await store.get_run(run.run_id) is not None
 
 
 @check(SESSIONS)
-async def delete_session_refuses_while_a_fork_shares_its_history(store: Storage) -> None:
+async def delete_sessions_refuses_while_a_run_is_in_flight(store: Storage) -> None:
+    idle, _ = await build.started(store)
+    session, run = await build.started(store, status=RunStatus.PENDING)
+    await refused(store.delete_sessions([idle.session_id, session.session_id]), Conflict)
+    assert await store.get_run(run.run_id) is not None
+    assert await store.get_session(idle.session_id) is not None
+
+
+@check(SESSIONS)
+async def delete_sessions_refuses_while_a_fork_left_shares_their_history(store: Storage) -> None:
     source, _ = await build.started(store)
-    await store.create_sessions([build.session(forked_from_session_id=source.session_id)])
-    await refused(store.delete_session(source.session_id), Conflict)
+    fork = build.session(forked_from_session_id=source.session_id)
+    await store.create_sessions([fork])
+    await refused(store.delete_sessions([source.session_id]), Conflict)
     assert await store.get_session(source.session_id) is not None
+    # with its fork, it goes
+    assert await store.delete_sessions([source.session_id, fork.session_id])
+    assert await store.get_session(source.session_id) is None
 
 
 @check(LOCKS)

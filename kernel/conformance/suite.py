@@ -26,6 +26,7 @@ class Capability(enum.StrEnum):
 
     RUNS = "runs"
     TRANSCRIPTS = "transcripts"
+    EVENTS = "events"
     CHECKPOINTS = "checkpoints"
     TOOL_RECORDS = "tool_records"
     LEASES = "leases"

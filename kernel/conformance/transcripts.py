@@ -3,6 +3,8 @@ the session's event log that boundaries advance."""
 
 from __future__ import annotations
 
+import msgspec
+
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
 from runpoint.storage import Storage
@@ -27,6 +29,19 @@ async def read_messages_reads_the_range_asked(store: Storage) -> None:
     assert await store.read_messages(run.segments, 4, start=1) == every[1:4]
     assert await store.read_messages(run.segments, 0) == []
     assert await store.read_messages(run.segments, 10) == every
+
+
+@check(TRANSCRIPTS)
+async def views_are_the_messages_as_stored(store: Storage) -> None:
+    _, run = await build.started(store, build.messages(1))
+    turns = build.tool_turn("call-1") + build.tool_turn("call-2")
+    await build.append(store, run, turns)
+    every = build.messages(1) + turns
+    views = await store.read_views(run.segments, 5, start=1)
+    assert build.as_json(views) == build.as_json(every[1:5])
+    [call] = views[0].tool_calls or []
+    assert isinstance(call.arguments, msgspec.Raw) and isinstance(views[1].tool_args, msgspec.Raw)
+    assert await store.read_views(run.segments, 0) == []
 
 
 @check(TRANSCRIPTS)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runpoint import hookimpl
+from runpoint.plugins.memory.events import Events
 from runpoint.plugins.memory.keys import Keys
 from runpoint.plugins.memory.runs import Runs
 from runpoint.plugins.memory.sessions import Sessions
@@ -17,7 +18,7 @@ from runpoint.storage import StorageFactory
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(Sessions, Runs, Transcripts, Keys):
+class MemoryStorage(Sessions, Runs, Transcripts, Events, Keys):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 
 

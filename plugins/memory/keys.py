@@ -1,26 +1,29 @@
-"""Idempotency keys: the first claim of a key stands, with its answer once known; and
-secrets: the first one stored under a name stands."""
+"""Idempotency keys: the first claim of a key stands (until its lease runs out, unanswered),
+with its answer once known; and secrets: the first one stored under a name stands."""
 
 from __future__ import annotations
 
-from runpoint.plugins.memory.tables import Tables
+from runpoint.plugins.memory.tables import KeyRow, Tables
+from runpoint.types import KeyClaim, now
 
 
 class Keys(Tables):
     async def claim_key(
-        self, scope: str, key: str, fingerprint: str
+        self, claim: KeyClaim, fingerprint: str, until: float
     ) -> tuple[str, str | None] | None:
-        standing = self._keys.get((scope, key))
-        if standing is None:
-            self._keys[scope, key] = (fingerprint, None)
-        return standing
+        standing = self._keys.get((claim.scope, claim.key))
+        if standing is None or (standing.answer is None and standing.expires_at < now()):
+            self._keys[claim.scope, claim.key] = KeyRow(fingerprint, claim.owner, until)
+            return None
+        return standing.fingerprint, standing.answer
 
-    async def answer_key(self, scope: str, key: str, answer: str) -> None:
-        if standing := self._keys.get((scope, key)):
-            self._keys[scope, key] = (standing[0], answer)
+    async def renew_key(self, claim: KeyClaim, until: float) -> None:
+        if row := self._held(claim):
+            self._keys[claim.scope, claim.key] = row._replace(expires_at=until)
 
-    async def release_key(self, scope: str, key: str) -> None:
-        self._keys.pop((scope, key), None)
+    async def release_key(self, claim: KeyClaim) -> None:
+        if self._held(claim):
+            del self._keys[claim.scope, claim.key]
 
     async def secret(self, name: str, new: bytes) -> bytes:
         return self._secrets.setdefault(name, new)

@@ -7,27 +7,35 @@ from collections.abc import Collection, Mapping, Sequence
 import msgspec
 
 from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
-from runpoint.types import Checkpoint, Message, Run
+from runpoint.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
 
 
 class Runs(Tables):
     async def create_runs(
-        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+        self,
+        runs: Sequence[Run],
+        incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
-        for session_id in {r.session_id for r in runs}:
-            if session := self._sessions.get(session_id):
-                self._refuse_locked(session)
-        self._refuse_taken_runs(runs)
-        self._insert_runs(runs, incoming)
+        with self._answering(answering):
+            for session_id in {r.session_id for r in runs}:
+                if session := self._sessions.get(session_id):
+                    self._refuse_locked(session)
+            self._refuse_taken_runs(runs)
+            self._insert_runs(runs, incoming)
 
-    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
-        if session := self._sessions.get(run.session_id):
-            self._refuse_locked(session)
-        self._refuse_in_flight(run.session_id)
-        self._refuse_taken_runs([run])
-        live = self._live_runs(run.session_id)
-        run = msgspec.structs.replace(run, previous_run_id=live[-1].run_id if live else None)
-        self._insert_runs([run], {run.run_id: incoming})
+    async def start_in_session(
+        self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
+    ) -> Run:
+        with self._answering(answering):
+            if session := self._sessions.get(run.session_id):
+                self._refuse_locked(session)
+            self._refuse_in_flight(run.session_id)
+            self._refuse_taken_runs([run])
+            live = self._live_runs(run.session_id)
+            run = msgspec.structs.replace(run, previous_run_id=live[-1].run_id if live else None)
+            self._insert_runs([run], {run.run_id: incoming})
         return run
 
     async def get_run(self, run_id: str) -> Run | None:
@@ -44,8 +52,11 @@ class Runs(Tables):
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
-        self._save(run, messages, checkpoint, intents)
+        with self._answering(answering):
+            self._save(run, messages, checkpoint, intents, events)
 
     async def request_cancel(self, run_id: str) -> bool:
         run = self._runs.get(run_id)

@@ -10,6 +10,7 @@ import msgspec
 from runpoint.errors import Conflict
 from runpoint.plugins.memory.tables import SessionCheckpointRow, Tables, copy
 from runpoint.types import (
+    KeyAnswer,
     Message,
     Rollback,
     Run,
@@ -26,15 +27,18 @@ class Sessions(Tables):
         sessions: Sequence[Session],
         runs: Sequence[Run] = (),
         incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         ids = [s.session_id for s in sessions]
-        if len(set(ids)) < len(ids) or any(i in self._sessions for i in ids):
-            raise Conflict(f"session {', '.join(ids)} already exists")
-        self._refuse_taken_runs(runs)
-        for session in sessions:
-            self._sessions[session.session_id] = copy(session)
-            self._session_runs[session.session_id] = []
-        self._insert_runs(runs, incoming)
+        with self._answering(answering):
+            if len(set(ids)) < len(ids) or any(i in self._sessions for i in ids):
+                raise Conflict(f"session {', '.join(ids)} already exists")
+            self._refuse_taken_runs(runs)
+            for session in sessions:
+                self._sessions[session.session_id] = copy(session)
+                self._session_runs[session.session_id] = []
+            self._insert_runs(runs, incoming)
 
     async def get_session(self, session_id: str) -> Session | None:
         session = self._sessions.get(session_id)
@@ -45,30 +49,43 @@ class Sessions(Tables):
         team.sort(key=lambda s: (-s.created_at, s.session_id))
         return [copy(s) for s in team[offset : offset + limit]]
 
-    async def delete_session(self, session_id: str) -> bool:
-        forks = [
-            s.session_id for s in self._sessions.values() if s.forked_from_session_id == session_id
-        ]
-        if forks:
-            # their runs read this session's messages (copy-on-write)
-            raise Conflict(
-                f"session {session_id} has forks that share its history: "
-                f"{', '.join(forks)}; delete them first"
-            )
-        if session_id not in self._sessions:
+    async def rename_session(self, session_id: str, name: str | None) -> bool:
+        session = self._sessions.get(session_id)
+        if session is None:
             return False
-        self._refuse_in_flight(session_id)
-        for run_id in self._session_runs.pop(session_id):
-            del self._runs[run_id]
-            self._messages.pop(run_id, None)
-            self._checkpoints.pop(run_id, None)
+        session.session_name = name
+        return True
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
+        doomed = set(session_ids)
+        if not doomed <= self._sessions.keys():
+            return False
+        for session_id in doomed:
+            forks = [
+                s.session_id
+                for s in self._sessions.values()
+                if s.forked_from_session_id == session_id and s.session_id not in doomed
+            ]
+            if forks:
+                # their runs read this session's messages (copy-on-write)
+                raise Conflict(
+                    f"session {session_id} has forks that share its history: "
+                    f"{', '.join(forks)}; delete them first"
+                )
+            self._refuse_in_flight(session_id)
+        for session_id in doomed:
+            for run_id in self._session_runs.pop(session_id):
+                del self._runs[run_id]
+                self._messages.pop(run_id, None)
+                self._checkpoints.pop(run_id, None)
+                self._events.pop(run_id, None)
+            del self._sessions[session_id]
         self._tool_calls = {k: v for k, v in self._tool_calls.items() if k[0] in self._runs}
         self._session_checkpoints = {
             i: row
             for i, row in self._session_checkpoints.items()
-            if row.checkpoint.session_id != session_id
+            if row.checkpoint.session_id not in doomed
         }
-        del self._sessions[session_id]
         return True
 
     async def lock_session(

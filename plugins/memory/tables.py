@@ -7,18 +7,22 @@ caller changing a `Run` it read or wrote does not change what is stored.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
 from runpoint import transcript
-from runpoint.errors import Conflict, Locked
+from runpoint.errors import ClaimLost, Conflict, Locked
 from runpoint.types import (
     Checkpoint,
+    KeyAnswer,
+    KeyClaim,
     Message,
     Run,
+    RunEvent,
     RunStatus,
     Session,
     SessionCheckpoint,
@@ -36,6 +40,15 @@ def copy(struct: T) -> T:
     decoder = _decoders.get(kind) or _decoders.setdefault(kind, msgspec.msgpack.Decoder(kind))
     copied: T = decoder.decode(_encode(struct))
     return copied
+
+
+class KeyRow(NamedTuple):
+    """An Idempotency-Key's claim: `owner`'s until `expires_at`, then its answer."""
+
+    fingerprint: str
+    owner: str
+    expires_at: float
+    answer: str | None = None
 
 
 class SessionCheckpointRow(msgspec.Struct):
@@ -56,8 +69,9 @@ class Tables:
         # a run's own messages and checkpoints, by index
         self._messages: dict[str, dict[int, Message]] = {}
         self._checkpoints: dict[str, dict[int, Checkpoint]] = {}
+        self._events: dict[str, list[RunEvent]] = {}  # a run's event log, in order
         self._tool_calls: dict[tuple[str, str], Message | None] = {}
-        self._keys: dict[tuple[str, str], tuple[str, str | None]] = {}
+        self._keys: dict[tuple[str, str], KeyRow] = {}
         self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
         self._secrets: dict[str, bytes] = {}
         self._seq = itertools.count(1)
@@ -88,12 +102,14 @@ class Tables:
         messages: Sequence[Message],
         checkpoint: Checkpoint | None = None,
         intents: Sequence[str] = (),
+        events: Sequence[RunEvent] = (),
     ) -> None:
         """A boundary, as `save` writes it (see `runpoint.storage.Storage.save`)."""
         stored = self._runs.get(run.run_id)
         session = self._sessions.get(run.session_id)
         if stored is None or session is None or stored.revision != run.revision:
             raise Conflict(f"run {run.run_id} was changed by another writer")
+        self._append_events(run.run_id, events)
         # one place in the session's event log per message, then one for the boundary
         session.event_seq += len(messages) + 1
         indexes = transcript.own_indexes(run, len(messages))
@@ -116,6 +132,29 @@ class Tables:
         )
         run.revision += 1
         run.cancel_requested = stored.cancel_requested
+
+    @contextlib.contextmanager
+    def _answering(self, answering: KeyAnswer | None) -> Iterator[None]:
+        """Answer a claimed key if the write in the block is made (ClaimLost first, and
+        nothing written, if the claim is not its owner's any more)."""
+        if answering is None:
+            yield
+            return
+        claim = answering.claim
+        if (row := self._held(claim)) is None:
+            raise ClaimLost(f"Idempotency-Key {claim.key!r} was taken over by a retry")
+        yield
+        self._keys[claim.scope, claim.key] = row._replace(answer=answering.answer)
+
+    def _held(self, claim: KeyClaim) -> KeyRow | None:
+        """The key's claim if it is `claim.owner`'s and unanswered."""
+        row = self._keys.get((claim.scope, claim.key))
+        return row if row is not None and row.owner == claim.owner and row.answer is None else None
+
+    def _append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
+        log = self._events.setdefault(run_id, [])
+        last = log[-1].seq if log else 0
+        log += [copy(e) for e in events if e.seq > last]  # a seq taken already stands
 
     def _refuse_taken_runs(self, runs: Sequence[Run]) -> None:
         ids = [r.run_id for r in runs]

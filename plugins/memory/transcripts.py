@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 
+import msgspec
+
 from runpoint.plugins.memory.tables import T, Tables, copy
-from runpoint.types import Checkpoint, Message, Role, Segment
+from runpoint.types import Checkpoint, Message, MessageView, Role, Segment
 
 
 class Transcripts(Tables):
@@ -16,6 +18,12 @@ class Transcripts(Tables):
         for rows, lo, hi in self._cut(self._messages, segments, upto):
             found += [copy(rows[i]) for i in range(max(lo, start), hi) if i in rows]
         return found
+
+    async def read_views(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[MessageView]:
+        messages = await self.read_messages(segments, upto, start)
+        return msgspec.json.decode(msgspec.json.encode(messages), type=list[MessageView])
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         for rows, lo, hi in reversed(list(self._cut(self._messages, segments, before))):

@@ -9,11 +9,13 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NamedTuple
 
-from sqlalchemy import Insert, Select, Table
+from sqlalchemy import Insert, Select, Table, insert
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.plugins.sql import migrate
+from runpoint.plugins.sql.births import Births
+from runpoint.plugins.sql.schema import messages, runs, sessions
 from runpoint.types import Run
 
 # an open segment's end, and a page token's largest value: the largest INTEGER both store
@@ -22,13 +24,15 @@ NO_END = 2**31 - 1
 
 class Boundary(NamedTuple):
     """What one `save` writes, encoded: the run's state, its new messages (index, role,
-    document), its checkpoint (index, document) and the side-effecting calls about to run."""
+    document), its checkpoint (index, document), the side-effecting calls about to run and
+    its events (seq, document)."""
 
     run: Run
     state: bytes
     messages: Sequence[tuple[int, str, bytes]]
     checkpoint: tuple[int, bytes] | None
     intents: Sequence[str]
+    events: Sequence[tuple[int, bytes]]
 
 
 class Database(abc.ABC):
@@ -63,8 +67,15 @@ class Database(abc.ABC):
         """An INSERT into `table` that skips (reports no row for) a row whose key is taken."""
 
     @abc.abstractmethod
-    def saving(self) -> AbstractAsyncContextManager[AsyncConnection]:
-        """The connection one `save` writes its boundary on."""
+    def single_write(self) -> AbstractAsyncContextManager[AsyncConnection]:
+        """The connection for a write that PostgreSQL makes in one statement (a boundary,
+        a birth): atomic on its own there, a transaction where it takes several."""
+
+    async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
+        """Insert new sessions, their runs and the runs' input (see births.py)."""
+        for table, rows in zip((sessions, runs, messages), births, strict=True):
+            if rows:
+                await conn.execute(insert(table), rows)
 
     @abc.abstractmethod
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
@@ -75,3 +86,8 @@ class Database(abc.ABC):
         then one for itself (its status change, and its checkpoint if any). The cursor is
         taken first (the session's row, then the run's: the lock order of every session
         writer); the rest is written only if the run's row was."""
+
+    @abc.abstractmethod
+    async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
+        """Insert event rows (seq, document) if the run's revision is still `run.revision`
+        (a seq stored already stands); False if it is not (nothing written)."""

@@ -1,13 +1,16 @@
-"""Idempotency keys: the first answer to a request, replayed to its retries."""
+"""Idempotency keys: a request's claim (a lease, until its run is made), then the answer
+replayed to its retries."""
 
 from __future__ import annotations
 
-from sqlalchemy import ColumnElement, and_, delete, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.errors import ClaimLost
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import Decoder, document
-from runpoint.plugins.sql.schema import idempotency_keys
-from runpoint.types import now
+from runpoint.plugins.sql.schema import idempotency_keys as keys
+from runpoint.types import KeyAnswer, KeyClaim, now
 
 _decode_answer = Decoder(str)
 
@@ -16,33 +19,57 @@ class SqlIdempotencyKeys:
     db: Database
 
     async def claim_key(
-        self, scope: str, key: str, fingerprint: str
+        self, claim: KeyClaim, fingerprint: str, until: float
     ) -> tuple[str, str | None] | None:
-        row = {"scope": scope, "key": key, "fingerprint": fingerprint, "created_at": now()}
+        held = {"fingerprint": fingerprint, "owner": claim.owner, "expires_at": until}
+        row = {"scope": claim.scope, "key": claim.key, "created_at": now()} | held
         async with self.db.write() as conn:
-            claimed = await conn.execute(self.db.insert_new(idempotency_keys).values(row))
+            claimed = await conn.execute(self.db.insert_new(keys).values(row))
             if claimed.rowcount == 1:
                 return None
+            ran_out = or_(keys.c.expires_at.is_(None), keys.c.expires_at < now())
+            taken_over = await conn.execute(
+                update(keys).where(_unanswered(claim), ran_out).values(held)
+            )
+            if taken_over.rowcount == 1:
+                return None
             standing = (
-                await conn.execute(
-                    select(idempotency_keys.c.fingerprint, idempotency_keys.c.response).where(
-                        _key(scope, key)
-                    )
-                )
+                await conn.execute(select(keys.c.fingerprint, keys.c.response).where(_key(claim)))
             ).one()
         answer = standing.response
         return standing.fingerprint, None if answer is None else _decode_answer(answer)
 
-    async def answer_key(self, scope: str, key: str, answer: str) -> None:
+    async def renew_key(self, claim: KeyClaim, until: float) -> None:
         async with self.db.write() as conn:
-            await conn.execute(
-                update(idempotency_keys).where(_key(scope, key)).values(response=document(answer))
-            )
+            await conn.execute(update(keys).where(_held(claim)).values(expires_at=until))
 
-    async def release_key(self, scope: str, key: str) -> None:
+    async def release_key(self, claim: KeyClaim) -> None:
         async with self.db.write() as conn:
-            await conn.execute(delete(idempotency_keys).where(_key(scope, key)))
+            await conn.execute(delete(keys).where(_held(claim)))
 
 
-def _key(scope: str, key: str) -> ColumnElement[bool]:
-    return and_(idempotency_keys.c.scope == scope, idempotency_keys.c.key == key)
+async def record_answer(conn: AsyncConnection, answering: KeyAnswer | None) -> None:
+    """Answer a claimed key in the caller's transaction, first (ClaimLost, and the caller
+    writes nothing, if the claim is not its owner's any more)."""
+    if answering is None:
+        return
+    claim = answering.claim
+    answered = await conn.execute(
+        update(keys).where(_held(claim)).values(response=document(answering.answer))
+    )
+    if answered.rowcount != 1:
+        raise ClaimLost(f"Idempotency-Key {claim.key!r} was taken over by a retry")
+
+
+def _key(claim: KeyClaim) -> ColumnElement[bool]:
+    return and_(keys.c.scope == claim.scope, keys.c.key == claim.key)
+
+
+def _unanswered(claim: KeyClaim) -> ColumnElement[bool]:
+    return and_(_key(claim), keys.c.response.is_(None))
+
+
+def _held(claim: KeyClaim) -> ColumnElement[bool]:
+    """The key, claimed by `claim.owner` and unanswered (whether or not its lease ran out:
+    until another takes it over, nobody else made anything for it)."""
+    return and_(_unanswered(claim), keys.c.owner == claim.owner)

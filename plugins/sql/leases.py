@@ -5,12 +5,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection
 
-from sqlalchemy import Select, bindparam, literal, or_, select, update
+from sqlalchemy import Select, bindparam, or_, select, update
 
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.locks import IN_FLIGHT
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs
-from runpoint.plugins.sql.schema import runs, sessions
+from runpoint.plugins.sql.schema import RUNS_IN_FLIGHT, runs, sessions
 from runpoint.types import Run
 
 # how many expired runs one call returns: the lease watch polls again for more
@@ -56,7 +56,7 @@ def _expired(agents: int) -> Select[tuple[object, ...]]:
         select(*COLUMNS)
         .join(sessions, sessions.c.session_id == runs.c.session_id)
         .where(
-            runs.c.status.in_([literal(status) for status in IN_FLIGHT]),
+            RUNS_IN_FLIGHT,
             or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < bindparam("before")),
             sessions.c.agent_id.in_([bindparam(f"agent{i}") for i in range(agents)]),
         )

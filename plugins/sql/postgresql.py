@@ -1,13 +1,15 @@
-"""PostgreSQL (asyncpg): rows locked by the writers that read them, a boundary in one
-statement."""
+"""PostgreSQL (asyncpg): rows locked by the writers that read them; a boundary, and a
+session's birth with its runs, each in one statement."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
     BigInteger,
+    Column,
     Float,
     Insert,
     Integer,
@@ -24,13 +26,22 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.database import Boundary, Database
-from runpoint.plugins.sql.schema import checkpoints, messages, runs, sessions, tool_calls
-from runpoint.types import now
+from runpoint.plugins.sql.schema import (
+    Document,
+    checkpoints,
+    messages,
+    run_events,
+    runs,
+    sessions,
+    tool_calls,
+)
+from runpoint.types import Run, now
 
 
 def _identity(value: Any) -> Any:
@@ -42,7 +53,13 @@ class PostgreSQL(Database):
         # documents are already JSON: hand them to JSONB and back untouched
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
         super().__init__(url, **(untouched | engine_options))
-        self._save = _Statement.compile(_save(), self.engine.dialect)
+        # a boundary with events, and one without (a new run's input; the schema before 0013)
+        self._save = {
+            with_events: _Statement.compile(_save(with_events), self.engine.dialect)
+            for with_events in (False, True)
+        }
+        self._append_events = _Statement.compile(_append_events(), self.engine.dialect)
+        self._births: dict[_Shape, _Statement] = {}
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query.with_for_update()
@@ -50,9 +67,25 @@ class PostgreSQL(Database):
     def insert_new(self, table: Table) -> Insert:
         return postgresql.insert(table).on_conflict_do_nothing()
 
-    def saving(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
-        # a boundary is one statement: atomic without a transaction of its own
+    def single_write(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
+        # one statement: atomic without a transaction of its own (no BEGIN, no COMMIT)
         return self.autocommit.connect()
+
+    async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
+        """Every row in one statement: one round trip, atomic without BEGIN."""
+        shape: _Shape = tuple(tuple(rows[0]) if rows else () for rows in births)
+        if not any(shape):
+            return
+        if (statement := self._births.get(shape)) is None:
+            statement = _Statement.compile(_births(shape), self.engine.dialect)
+            self._births[shape] = statement
+        values: dict[str, list[Any]] = {}
+        for table, names, rows in zip(_BORN, shape, births, strict=True):
+            for name in names:
+                document = _is_document(table.c[name])
+                given = [row[name].decode() if document else row[name] for row in rows]
+                values[f"{table.name}_{name}"] = given
+        await conn.exec_driver_sql(statement.sql, statement.parameters(values))
 
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         """The whole boundary in one statement: one round trip, atomic without BEGIN."""
@@ -74,13 +107,31 @@ class PostgreSQL(Database):
             "checkpoint_documents": [mark[1].decode()] if mark else [],
             "intents": list(boundary.intents),
             "started_at": now(),
+            "event_seqs": [seq for seq, _ in boundary.events],
+            "event_documents": [data for _, data in boundary.events],
         }
-        saved = await conn.exec_driver_sql(self._save.sql, self._save.parameters(values))
+        save = self._save[bool(boundary.events)]
+        saved = await conn.exec_driver_sql(save.sql, save.parameters(values))
         cancel_requested: bool | None = saved.scalar()
         return cancel_requested
 
+    async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
+        """One statement: the rows go in only while the run's row, locked against a writer
+        that would claim it meanwhile, has the writer's revision."""
+        values = {
+            "run_id": run.run_id,
+            "revision": run.revision,
+            "event_seqs": [seq for seq, _ in events],
+            "event_documents": [data for _, data in events],
+        }
+        async with self.autocommit.connect() as conn:
+            found = await conn.exec_driver_sql(
+                self._append_events.sql, self._append_events.parameters(values)
+            )
+            return found.scalar() is not None
 
-def _save() -> Select[tuple[bool]]:
+
+def _save(with_events: bool) -> Select[tuple[bool]]:
     """`save`'s statement (see `Database.write_boundary`): the log's places are taken only
     if the run's revision matches, the run's row only then, the rows only with the run's."""
     run_id = bindparam("run_id", type_=String)
@@ -147,11 +198,80 @@ def _save() -> Select[tuple[bool]]:
         ["run_id", "tool_call_id", "started_at"],
         select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
     )
-    return select(run.c.cancel_requested).add_cte(
-        new_messages.cte("new_messages"),
-        new_checkpoint.cte("new_checkpoint"),
-        intents.cte("intents"),
+    writes = [new_messages.cte("new_messages"), new_checkpoint.cte("new_checkpoint")]
+    writes += [intents.cte("intents")]
+    if with_events:
+        writes += [_new_events(run.c.run_id).cte("new_events")]
+    return select(run.c.cancel_requested).add_cte(*writes)
+
+
+def _new_events(run_id: Any) -> Insert:
+    """The event rows of `event_seqs` and `event_documents`, for the run of `run_id` (a
+    column of a CTE: none if it has no row); a seq stored already stands."""
+    new = (
+        func.unnest(
+            bindparam("event_seqs", type_=ARRAY(Integer)),
+            bindparam("event_documents", type_=ARRAY(BYTEA)),
+        )
+        .table_valued("seq", "data")
+        .render_derived("e")
     )
+    rows = select(run_id, new.c.seq, new.c.data)
+    return (
+        postgresql.insert(run_events)
+        .from_select(["run_id", "seq", "data"], rows)
+        .on_conflict_do_nothing()
+    )
+
+
+def _append_events() -> Select[tuple[str]]:
+    """`append_events`' statement: the run's id if its revision is the writer's (rows
+    written), else no row (nothing written)."""
+    writer = (
+        select(runs.c.run_id)
+        .where(
+            runs.c.run_id == bindparam("run_id", type_=String),
+            runs.c.revision == bindparam("revision", type_=Integer),
+        )
+        .with_for_update(read=True)
+        .cte("writer")
+    )
+    return select(writer.c.run_id).add_cte(_new_events(writer.c.run_id).cte("new_events"))
+
+
+# the tables a birth writes, in the order of `Births`
+_BORN = (sessions, runs, messages)
+# the columns a birth writes in each: those its rows give (none: no rows for the table)
+_Shape = tuple[tuple[str, ...], ...]
+
+
+def _births(shape: _Shape) -> Insert:
+    """A birth's statement: each table's rows as one array parameter per column, named
+    `<table>_<column>`, inserted in their order (in which runs take their `seq`)."""
+    inserts: list[Insert] = []
+    for table, names in zip(_BORN, shape, strict=True):
+        if not names:
+            continue
+        columns = [table.c[name] for name in names]
+        arrays = [
+            bindparam(f"{table.name}_{c.name}", type_=ARRAY(Text if _is_document(c) else c.type))
+            for c in columns
+        ]
+        rows = (
+            func.unnest(*arrays)
+            .table_valued(*names, with_ordinality="n")
+            .render_derived(f"new_{table.name}")
+        )
+        values = [
+            cast(rows.c[c.name], JSONB) if _is_document(c) else rows.c[c.name] for c in columns
+        ]
+        inserts.append(insert(table).from_select(names, select(*values).order_by(rows.c.n)))
+    *first, last = inserts  # the others go first, as parts of the last
+    return last.add_cte(*(i.cte(f"born_{i.table.name}") for i in first))
+
+
+def _is_document(column: Column[Any]) -> bool:
+    return isinstance(column.type, Document)
 
 
 class _Statement(NamedTuple):
@@ -163,7 +283,7 @@ class _Statement(NamedTuple):
     literals: dict[str, Any]  # values of the parameters the statement itself holds
 
     @classmethod
-    def compile(cls, statement: Select[Any], dialect: Dialect) -> _Statement:
+    def compile(cls, statement: Select[Any] | Insert, dialect: Dialect) -> _Statement:
         compiled = statement.compile(dialect=dialect)
         literals = {n: v for n, v in compiled.params.items() if v is not None}
         return cls(str(compiled), tuple(compiled.positiontup or ()), literals)

@@ -27,9 +27,12 @@ _decode = msgspec.json.Decoder(QueuedRun).decode
 log = logging.getLogger(__name__)
 
 
+ENTRYPOINT = "runpoint.run "
+
+
 def entrypoint(agent_id: str) -> str:
     """Jobs are queued per agent: a process takes only the runs of agents it serves."""
-    return f"runpoint.run {agent_id}"
+    return ENTRYPOINT + agent_id
 
 
 class PgQueue:
@@ -91,6 +94,16 @@ class PgQueue:
                 await self._consuming
         if self._pool is not None:
             await self._pool.close()
+
+    async def waiting(self) -> dict[str, int]:
+        """The jobs queued and not yet taken, by agent."""
+        assert self._queries is not None, "the queue is not open"
+        waiting: dict[str, int] = {}
+        for row in await self._queries.queue_size():
+            if row.status == "queued" and row.entrypoint.startswith(ENTRYPOINT):
+                agent_id = row.entrypoint.removeprefix(ENTRYPOINT)
+                waiting[agent_id] = waiting.get(agent_id, 0) + row.count
+        return waiting
 
     async def put(self, job: QueuedRun) -> None:
         assert self._queries is not None, "the queue is not open"

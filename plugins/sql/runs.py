@@ -9,11 +9,12 @@ from sqlalchemy import bindparam, false, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, run_row
 from runpoint.plugins.sql.schema import runs
 from runpoint.plugins.sql.transcripts import write_boundary
-from runpoint.types import Message, Run
+from runpoint.types import KeyAnswer, Message, Run
 
 _GET_RUN = select(*COLUMNS).where(runs.c.run_id == bindparam("id"))
 _LIVE_RUNS = (
@@ -41,15 +42,23 @@ class SqlRuns:
     db: Database
 
     async def create_runs(
-        self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]] = {}
+        self,
+        runs: Sequence[Run],
+        incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
         async with self.db.write() as conn:
+            await record_answer(conn, answering)
             for session_id in {r.session_id for r in runs}:
                 await lock_session(self.db, conn, session_id, refuse_locked=True)
             await insert_runs(self.db, conn, runs, incoming)
 
-    async def start_in_session(self, run: Run, incoming: Sequence[Message] = ()) -> Run:
+    async def start_in_session(
+        self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
+    ) -> Run:
         async with self.db.write() as conn:
+            await record_answer(conn, answering)
             await lock_session(self.db, conn, run.session_id, refuse_locked=True)
             await refuse_in_flight(conn, run.session_id)
             newest = await conn.scalar(

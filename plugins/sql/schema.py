@@ -22,12 +22,13 @@ from sqlalchemy import (
     Table,
     Text,
     false,
+    text,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from runpoint.tenancy import DEFAULT_TEAM
+from runpoint.types import RunStatus
 
 
 class Document(TypeDecorator[bytes | str]):
@@ -43,6 +44,9 @@ class Document(TypeDecorator[bytes | str]):
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "postgresql":
+            # here, not at the top: SQLite never pays for importing the PostgreSQL dialect
+            from sqlalchemy.dialects.postgresql import JSONB
+
             return dialect.type_descriptor(JSONB())
         return dialect.type_descriptor(LargeBinary())
 
@@ -54,20 +58,33 @@ class Document(TypeDecorator[bytes | str]):
 
 metadata = MetaData()
 
+# the condition a run in flight meets, as the status index has it: a query finds the index
+# by repeating it (literals: a bound parameter would not prove a row is in the index)
+RUNS_IN_FLIGHT = text(f"status IN ('{RunStatus.PENDING.value}', '{RunStatus.RUNNING.value}')")
+
 sessions = Table(
     "sessions",
     metadata,
     Column("session_id", Text, primary_key=True),
     Column("agent_id", Text, nullable=False),
     Column("team_id", Text, nullable=False, server_default=DEFAULT_TEAM),
-    Column("forked_from_session_id", Text, index=True),
-    Column("created_at", Float, nullable=False, index=True),
+    Column("forked_from_session_id", Text),
+    Column("created_at", Float, nullable=False),
     Column("data", Document, nullable=False),
+    # the name a client gave it: its own column, so a rename rewrites no document
+    Column("session_name", Text),
     # the session's event log cursor: the seq of its latest event (messages, boundaries)
     Column("event_seq", BigInteger, nullable=False, server_default="0"),
     # why it refuses work for now ("rollback", "maintenance"), or NULL
     Column("locked", String(32)),
     Index("ix_sessions_team_created", "team_id", "created_at"),
+    # forks only: a session's forks are looked up before it is deleted (migration 0012)
+    Index(
+        "ix_sessions_forked_from_session_id",
+        "forked_from_session_id",
+        sqlite_where=text("forked_from_session_id IS NOT NULL"),
+        postgresql_where=text("forked_from_session_id IS NOT NULL"),
+    ),
 )
 
 runs = Table(
@@ -92,8 +109,11 @@ runs = Table(
     # rolled back: kept and readable, out of its session's live history
     Column("hidden", Boolean, nullable=False, server_default=false()),
     Index("ix_runs_session_seq", "session_id", "seq"),
-    # not the lease, rewritten at each boundary: see migration 0007 (heap-only updates)
-    Index("ix_runs_status", "status"),
+    # the runs in flight, by status: not the lease, rewritten at each boundary (migration
+    # 0007, heap-only updates), nor runs that ended (0012)
+    Index(
+        "ix_runs_in_flight", "status", sqlite_where=RUNS_IN_FLIGHT, postgresql_where=RUNS_IN_FLIGHT
+    ),
 )
 
 messages = Table(
@@ -105,6 +125,20 @@ messages = Table(
     Column("data", Document, nullable=False),
     # its place in its session's event log (NULL for rows written before the log existed)
     Column("event_seq", BigInteger),
+)
+
+# Each run's event log, to stream again exactly what its executions reported: a row holds
+# the events written together, keyed by the seq of the last, as compact JSON bytes (each
+# event `[seq, name, created_at, data]`, its run's ids the row's run_id), kept as bytes so
+# that PostgreSQL normalises nothing (JSONB would reorder `data`'s keys). SQLite keeps the
+# rows in the key's own b-tree (no rowid): a row is stored once.
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True, autoincrement=False),
+    Column("data", LargeBinary, nullable=False),
+    sqlite_with_rowid=False,
 )
 
 # A side-effecting tool call is recorded before it runs and again when it ends, so a
@@ -119,6 +153,8 @@ tool_calls = Table(
 )
 
 # The first answer to a request sent with an Idempotency-Key, replayed to its retries.
+# Until it is answered, the claim is `owner`'s until `expires_at` (a lease, renewed while
+# the request is under way); a claim without one (made before 0010) has run out.
 idempotency_keys = Table(
     "idempotency_keys",
     metadata,
@@ -127,6 +163,8 @@ idempotency_keys = Table(
     Column("fingerprint", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
     Column("response", Document),
+    Column("owner", String(64)),
+    Column("expires_at", Float),
 )
 
 checkpoints = Table(

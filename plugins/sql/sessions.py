@@ -11,20 +11,26 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.errors import Conflict
+from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import run_row
-from runpoint.plugins.sql.runs import insert_runs
-from runpoint.plugins.sql.schema import checkpoints, messages, session_checkpoints
+from runpoint.plugins.sql.schema import checkpoints, messages, run_events, session_checkpoints
 
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
 from runpoint.plugins.sql.schema import runs as runs_table
 from runpoint.plugins.sql.schema import sessions as sessions_table
-from runpoint.types import Message, Rollback, Run, Session
+from runpoint.types import KeyAnswer, Message, Rollback, Run, Session
 
 _decode_session = Decoder(Session)
-_COLUMNS = (sessions_table.c.data, sessions_table.c.event_seq, sessions_table.c.locked)
+_COLUMNS = (
+    sessions_table.c.data,
+    sessions_table.c.event_seq,
+    sessions_table.c.locked,
+    sessions_table.c.session_name,
+)
 _GET_SESSION = select(*_COLUMNS).where(sessions_table.c.session_id == bindparam("id"))
 _TEAM_SESSIONS = (
     select(*_COLUMNS)
@@ -43,15 +49,22 @@ class SqlSessions:
         sessions: Sequence[Session],
         runs: Sequence[Run] = (),
         incoming: Mapping[str, Sequence[Message]] = {},
+        *,
+        answering: KeyAnswer | None = None,
     ) -> None:
-        async with self.db.write() as conn:
-            try:
-                await conn.execute(insert(sessions_table), [_session_row(s) for s in sessions])
-            except IntegrityError:
-                taken = ", ".join(s.session_id for s in sessions)
-                raise Conflict(f"session {taken} already exists") from None
-            if runs:
-                await insert_runs(self.db, conn, runs, incoming)
+        rows = births(sessions, runs, incoming)
+        named = [s for s in sessions if s.session_name is not None]
+        alone = answering is None and not named  # else a transaction: the birth and the rest
+        try:
+            async with self.db.single_write() if alone else self.db.write() as conn:
+                await record_answer(conn, answering)
+                await self.db.insert_births(conn, rows)
+                for session in named:
+                    await _rename(conn, session.session_id, session.session_name)
+        except IntegrityError:
+            taken = ", ".join(s.session_id for s in sessions)
+            raise Conflict(f"session {taken} already exists") from None
+        rows.written(runs)
 
     async def get_session(self, session_id: str) -> Session | None:
         found = _decode_sessions(await self.db.read(_GET_SESSION, {"id": session_id}))
@@ -61,32 +74,41 @@ class SqlSessions:
         values = {"team": team_id, "limit": limit, "offset": offset}
         return _decode_sessions(await self.db.read(_TEAM_SESSIONS, values))
 
-    async def delete_session(self, session_id: str) -> bool:
+    async def rename_session(self, session_id: str, name: str | None) -> bool:
         async with self.db.write() as conn:
-            forks = await conn.scalars(
-                select(sessions_table.c.session_id).where(
-                    sessions_table.c.forked_from_session_id == session_id
+            return await _rename(conn, session_id, name)
+
+    async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
+        doomed = sorted(set(session_ids))  # one order for every writer: no deadlock
+        async with self.db.write() as conn:
+            forks = await conn.execute(
+                select(sessions_table.c.forked_from_session_id, sessions_table.c.session_id).where(
+                    sessions_table.c.forked_from_session_id.in_(doomed),
+                    sessions_table.c.session_id.not_in(doomed),
                 )
             )
-            if fork_ids := forks.all():
+            if fork := forks.first():
                 # their runs read this session's messages (copy-on-write)
                 raise Conflict(
-                    f"session {session_id} has forks that share its history: "
-                    f"{', '.join(fork_ids)}; delete them first"
+                    f"session {fork.forked_from_session_id} has forks that share its "
+                    f"history: {fork.session_id}; delete them first"
                 )
-            await lock_session(self.db, conn, session_id)
-            await refuse_in_flight(conn, session_id)
-            run_ids = select(runs_table.c.run_id).where(runs_table.c.session_id == session_id)
+            for session_id in doomed:
+                if not await lock_session(self.db, conn, session_id):
+                    return False
+                await refuse_in_flight(conn, session_id)
+            run_ids = select(runs_table.c.run_id).where(runs_table.c.session_id.in_(doomed))
             await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
             await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
+            await conn.execute(delete(run_events).where(run_events.c.run_id.in_(run_ids)))
             await conn.execute(
-                delete(session_checkpoints).where(session_checkpoints.c.session_id == session_id)
+                delete(session_checkpoints).where(session_checkpoints.c.session_id.in_(doomed))
             )
-            await conn.execute(delete(runs_table).where(runs_table.c.session_id == session_id))
-            deleted = await conn.execute(
-                delete(sessions_table).where(sessions_table.c.session_id == session_id)
+            await conn.execute(delete(runs_table).where(runs_table.c.session_id.in_(doomed)))
+            await conn.execute(
+                delete(sessions_table).where(sessions_table.c.session_id.in_(doomed))
             )
-            return bool(deleted.rowcount)
+            return True
 
     async def lock_session(
         self, session_id: str, reason: str, rollback: Rollback | None = None
@@ -165,22 +187,19 @@ async def _set_lock(
     )
 
 
-def _session_row(session: Session) -> dict[str, Any]:
-    # the cursor and the lock live in their columns only: no stale copy in the document
-    stored = msgspec.structs.replace(session, event_seq=0, locked=None)
-    return {
-        "session_id": session.session_id,
-        "agent_id": session.agent_id,
-        "team_id": session.team_id,
-        "forked_from_session_id": session.forked_from_session_id,
-        "created_at": session.created_at,
-        "event_seq": session.event_seq,
-        "data": document(stored),
-    }
+async def _rename(conn: AsyncConnection, session_id: str, name: str | None) -> bool:
+    renamed = await conn.execute(
+        update(sessions_table)
+        .where(sessions_table.c.session_id == session_id)
+        .values(session_name=name)
+    )
+    return bool(renamed.rowcount)
 
 
 def _decode_sessions(rows: Sequence[Sequence[Any]]) -> list[Session]:
     return [
-        msgspec.structs.replace(_decode_session(data), event_seq=seq, locked=locked)
-        for data, seq, locked in rows
+        msgspec.structs.replace(
+            _decode_session(data), event_seq=seq, locked=locked, session_name=name
+        )
+        for data, seq, locked, name in rows
     ]

@@ -6,30 +6,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from runpoint.errors import needs_extra
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
-from runpoint.plugins.sql.postgresql import PostgreSQL
 from runpoint.plugins.sql.runs import SqlRuns
 from runpoint.plugins.sql.secrets import SqlSecrets
 from runpoint.plugins.sql.session_checkpoints import SqlSessionCheckpoints
 from runpoint.plugins.sql.sessions import SqlSessions
-from runpoint.plugins.sql.sqlite import Sqlite
 from runpoint.plugins.sql.transcripts import SqlTranscripts
-
-_DIALECTS: dict[str, tuple[str, type[Database]]] = {
-    "sqlite": ("sqlite+aiosqlite", Sqlite),
-    "postgresql": ("postgresql+asyncpg", PostgreSQL),
-}
 
 
 class SqlStorage(
     SqlRuns,
     SqlTranscripts,
+    SqlEvents,
     SqlSessions,
     SqlSessionCheckpoints,
     SqlLeases,
@@ -37,11 +33,7 @@ class SqlStorage(
     SqlSecrets,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
-        parsed = make_url(url)
-        driver, dialect = _DIALECTS[parsed.get_backend_name()]
-        if "+" not in parsed.drivername:
-            parsed = parsed.set(drivername=driver)
-        self.db = dialect(parsed, **engine_options)
+        self.db = _database(make_url(url), **engine_options)
 
     @property
     def engine(self) -> AsyncEngine:
@@ -55,3 +47,21 @@ class SqlStorage(
 
     async def pending_migrations(self) -> list[str]:
         return await migrate.pending(self.engine)
+
+
+def _database(url: URL, **engine_options: Any) -> Database:
+    """The database a URL names, its dialect's module imported only then (SQLAlchemy's
+    PostgreSQL dialect and asyncpg cost a SQLite server's start-up time)."""
+    if url.get_backend_name() == "postgresql":
+        with needs_extra("postgres", "a PostgreSQL database", "asyncpg"):
+            from runpoint.plugins.sql.postgresql import PostgreSQL
+
+            return PostgreSQL(_with_driver(url, "asyncpg"), **engine_options)
+    from runpoint.plugins.sql.sqlite import Sqlite
+
+    return Sqlite(_with_driver(url, "aiosqlite"), **engine_options)
+
+
+def _with_driver(url: URL, driver: str) -> URL:
+    """`url` with `driver` unless it names one (`postgresql+asyncpg://`)."""
+    return url if "+" in url.drivername else url.set(drivername=f"{url.drivername}+{driver}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
-import msgspec
 from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -14,11 +13,23 @@ from runpoint import transcript
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.database import NO_END, Boundary, Database
 from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.events import event_rows
+from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
 from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
-from runpoint.types import Checkpoint, Message, Role, Run, Segment
+from runpoint.types import (
+    Checkpoint,
+    KeyAnswer,
+    Message,
+    MessageView,
+    Role,
+    Run,
+    RunEvent,
+    Segment,
+)
 
 _decode_message = Decoder(Message)
+_decode_view = Decoder(MessageView)
 _decode_checkpoint = Decoder(Checkpoint)
 _LAST_INDEX = (
     select(messages.c.idx)
@@ -40,6 +51,7 @@ async def write_boundary(
     new_messages: Sequence[Message],
     checkpoint: Checkpoint | None,
     intents: Sequence[str] = (),
+    events: Sequence[RunEvent] = (),
 ) -> None:
     """`save` on a connection: in its own transaction, or in a caller's."""
     indexes = transcript.own_indexes(run, len(new_messages))
@@ -49,6 +61,7 @@ async def write_boundary(
         [(i, m.role, document(m)) for i, m in zip(indexes, new_messages, strict=True)],
         None if checkpoint is None else (checkpoint.message_index, document(checkpoint)),
         intents,
+        event_rows(events),
     )
     cancel_requested = await db.write_boundary(conn, boundary)
     if cancel_requested is None:
@@ -67,13 +80,27 @@ class SqlTranscripts:
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
-        async with self.db.saving() as conn:
-            await write_boundary(self.db, conn, run, messages, checkpoint, intents)
+        # a boundary that answers a key is a transaction with the answer
+        async with self.db.single_write() if answering is None else self.db.write() as conn:
+            await record_answer(conn, answering)
+            await write_boundary(self.db, conn, run, messages, checkpoint, intents, events)
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0
     ) -> list[Message]:
+        return _decode_message.all(await self._message_documents(segments, upto, start))
+
+    async def read_views(
+        self, segments: Sequence[Segment], upto: int, start: int = 0
+    ) -> list[MessageView]:
+        return _decode_view.all(await self._message_documents(segments, upto, start))
+
+    async def _message_documents(
+        self, segments: Sequence[Segment], upto: int, start: int
+    ) -> list[bytes]:
         ranges = [
             (s.run_id, max(s.start, start), _end(s, upto))
             for s in segments
@@ -82,7 +109,7 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_messages_in(len(ranges)), _range_values(ranges))
-        return _decode_message.all([data for (data,) in rows])
+        return [data for (data,) in rows]
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         for s in reversed(segments):
@@ -101,9 +128,10 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
-        return [
-            msgspec.structs.replace(_decode_checkpoint(data), event_seq=seq) for data, seq in rows
-        ]
+        found = _decode_checkpoint.all([data for data, _ in rows])
+        for checkpoint, (_, seq) in zip(found, rows, strict=True):
+            checkpoint.event_seq = seq  # the row's, not the document's
+        return found
 
     async def record_tool_result(self, run_id: str, result: Message) -> None:
         async with self.db.write() as conn:

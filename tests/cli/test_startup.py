@@ -72,6 +72,26 @@ def test_a_bad_start_up_input_is_one_line_and_status_2(options: list[str], says:
     assert "hunter2" not in line
 
 
+@pytest.mark.parametrize(
+    "command", [["db", "upgrade"], ["session", "lock", "s1"], ["session", "unlock", "s1"]]
+)
+@pytest.mark.parametrize(
+    ("db", "says"),
+    [
+        ("postgresql://user:hunter2@127.0.0.1:1/runpoint", "cannot open the database"),
+        ("mysql://user@host/runpoint", "no storage named 'mysql'"),
+        ("/nonexistent/directory/runpoint.db", "no directory /nonexistent/directory"),
+    ],
+)
+def test_a_database_command_given_a_bad_database_is_one_line_and_status_2(
+    command: list[str], db: str, says: str
+) -> None:
+    line = one_line_error(runpoint(*command, "--db", db))
+    assert line.startswith(f"runpoint {' '.join(command[:2])}: ")
+    assert says in line
+    assert "hunter2" not in line
+
+
 def test_two_plugins_registering_one_name_is_one_line_and_status_2(tmp_path: Path) -> None:
     # a distribution on the path whose plugin registers the built-in policies' names again
     (tmp_path / "twice.py").write_text("from runpoint.plugins.policies import *  # noqa\n")

@@ -1,6 +1,7 @@
 """Agno 3.1.10's own `AgentOSClient` against `runpoint serve`: every method that touches
 agents, sessions, runs, streams, continue, cancel and delete answers in the client's own
-types, and the client logs no error (it logs, rather than raises, what it cannot parse)."""
+types, and the client logs no error (it logs, rather than raises, what it cannot parse).
+The methods runpoint does not serve are listed in docs/http.md."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 import pytest
 from agno.client import AgentOSClient
+from agno.db.base import SessionType
 from agno.models.response import ToolExecution
-from agno.os.schema import AgentSessionDetailSchema, RunSchema
+from agno.os.schema import AgentSessionDetailSchema, RunSchema, SessionRunPreviewSchema
 from agno.run.agent import (
     ModelRequestCompletedEvent,
     RunCompletedEvent,
@@ -159,3 +161,44 @@ async def test_sessions(client: AgentOSClient) -> None:
     with pytest.raises(httpx.HTTPStatusError) as refused:
         await client.get_session("agno-client")
     assert refused.value.response.status_code == 404
+
+
+async def test_session_lifecycle(client: AgentOSClient) -> None:
+    """Create, run in, name, preview and delete sessions, as AgentOS's control plane does."""
+    made = await client.create_session(agent_id="travel-agent", session_name="Trip")
+    assert isinstance(made, AgentSessionDetailSchema)
+    assert made.session_name == "Trip" and made.agent_id == "travel-agent"
+    empty = await client.create_session(agent_id="travel-agent", session_id="agno-empty")
+    assert isinstance(empty, AgentSessionDetailSchema)
+    assert (empty.session_id, empty.session_name) == ("agno-empty", "")  # AgentOS's default
+    with pytest.raises(httpx.HTTPStatusError) as taken:
+        await client.create_session(agent_id="travel-agent", session_id="agno-empty")
+    assert taken.value.response.status_code == 409
+
+    run = await client.run_agent("travel-agent", PROMPT, session_id=made.session_id)
+    assert run.session_id == made.session_id and run.run_id is not None
+    previews = await client.aget_session_run_previews(made.session_id)
+    assert previews == client.get_session_run_previews(made.session_id)
+    (preview,) = previews
+    assert isinstance(preview, SessionRunPreviewSchema)
+    assert (preview.run_id, preview.status, preview.run_input) == (run.run_id, "COMPLETED", PROMPT)
+    assert preview.content_preview == run.content
+
+    renamed = await client.rename_session(made.session_id, "Trip to Lagos")
+    assert isinstance(renamed, AgentSessionDetailSchema)
+    assert renamed.session_name == "Trip to Lagos"
+    updated = await client.update_session(made.session_id, session_name="Lagos")
+    assert updated.session_name == "Lagos"
+    assert (await client.get_session(made.session_id)).session_name == "Lagos"
+    page = await client.get_sessions()
+    assert {s.session_id: s.session_name for s in page.data}[made.session_id] == "Lagos"
+    with pytest.raises(httpx.HTTPStatusError) as unkept:
+        await client.update_session(made.session_id, session_state={"city": "Lagos"})
+    assert unkept.value.response.status_code == 422
+
+    both = [made.session_id, "agno-empty"]
+    await client.delete_sessions(both, [SessionType.AGENT, SessionType.AGENT])
+    for session_id in both:
+        with pytest.raises(httpx.HTTPStatusError) as gone:
+            await client.get_session(session_id)
+        assert gone.value.response.status_code == 404

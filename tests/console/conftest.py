@@ -1,5 +1,5 @@
-"""Fixtures for the console tests: `runpoint serve` on loopback (the HTTP tests' fixture, one
-server per test module) and Debian's chromium driven by Playwright.
+"""Fixtures for the console tests: `runpoint serve` on loopback (the `server` fixture of
+tests/conftest.py, one per test module) and Debian's chromium driven by Playwright.
 
 Without /usr/bin/chromium the browser tests are skipped, unless RUNPOINT_REQUIRE_BROWSER is
 set (as .ci/run does), which makes its absence an error. Playwright's own browser downloads
@@ -18,7 +18,6 @@ import yaml
 from playwright.sync_api import Browser, Page, ViewportSize, sync_playwright
 
 from tests.http.conftest import SPEC
-from tests.http.conftest import server as server
 
 CHROMIUM = Path("/usr/bin/chromium")
 REQUIRE_ENV = "RUNPOINT_REQUIRE_BROWSER"

@@ -1,6 +1,7 @@
 """The console in a real browser against `runpoint serve`: start a run, see its checkpoints,
 open an interior snapshot, continue from it and see the fork in the tree; by keyboard
-alone too; every control named. Screenshots go to each test's tmp_path/screenshots."""
+alone too; every control named. And the API reference at /docs beside it. Screenshots go
+to each test's tmp_path/screenshots."""
 
 from __future__ import annotations
 
@@ -131,3 +132,14 @@ def test_the_flow_by_keyboard_alone_with_every_control_named(console: Console) -
     tab_to(page, page.locator(f'#session-body a[href$="/runs/{source}"]'))
     page.keyboard.press("Enter")
     expect(page.locator("#run-title")).to_contain_text(source[:8])
+
+
+def test_the_api_reference_renders_every_operation_offline(console: Console) -> None:
+    """/docs: Swagger UI renders every operation of the document, asking no other host."""
+    console.page.goto(f"{console.base_url}/docs")
+    expect(console.page.locator(".opblock")).to_have_count(len(api_routes()))
+    expect(console.page.locator(".info .title")).to_contain_text("runpoint")
+    console.screenshot("reference")
+    assert {urlsplit(url).netloc for _, url in console.requests} == {
+        urlsplit(console.base_url).netloc
+    }

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.http.conftest import bearer, serving, write_keys
+from tests.http.conftest import bearer, write_keys
+from tests.serving import serving
 
 from .conftest import Console
 from .test_console import opened_run, unnamed_controls

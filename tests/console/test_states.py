@@ -62,21 +62,29 @@ def test_a_refused_continue_says_why_and_changes_nothing(console: Console) -> No
 
 
 def test_a_lost_stream_is_reported_and_the_run_can_still_be_opened(console: Console) -> None:
-    """The connection drops after the first events: the browser gets a cut-off stream."""
+    """The connection drops after the first events (the browser gets a cut-off stream),
+    and the server cannot be reached to join the stream again (test_reconnect.py: it can)."""
     page = console.page
     session_id, run_id = create_run(console.base_url)
+    joins: list[str] = []
 
     def cut_off(route: Route) -> None:
         response = route.fetch()
         first_events = b"".join(e + b"\n\n" for e in response.body().split(b"\n\n")[:3])
         route.fulfill(response=response, body=first_events)
 
+    def unreachable(route: Route) -> None:
+        joins.append(route.request.url)
+        route.abort()
+
     page.route(re.compile(r"/continue\?events=all$"), cut_off)
+    page.route(re.compile(r"/events\?"), unreachable)
     console.open(f"#/sessions/{session_id}/runs/{run_id}/at/3")
     page.get_by_label("New input").fill("Only Paris, please.")
     page.get_by_role("button", name="Continue from here").click()
     alert = page.locator("#run-body [role=alert]")
-    expect(alert).to_contain_text("The stream was lost")
+    expect(alert).to_contain_text("The stream was lost", timeout=20_000)  # after 5 tries
+    assert len(joins) == 5
     expect(page.locator(".live-status")).to_have_text("The stream was lost.")
     expect(page.locator("#session-body .tree-children .tree-node")).to_have_count(1)
     console.screenshot("lost-stream")

@@ -28,7 +28,7 @@ import pytest
 
 from tests import postgres
 from tests.faults.app import booked
-from tests.http.conftest import await_health, free_port
+from tests.serving import await_health, free_port
 
 SEED = 20261129
 RUNS = 6
@@ -40,13 +40,13 @@ LEASE_SECONDS = 1.0
 class Server:
     """`runpoint serve` on one port and database, killed and started at will."""
 
-    def __init__(self, database: str, counter: Path) -> None:
+    def __init__(self, database: str, counter: Path, app: str = "tests.faults.app:agents") -> None:
         command = shutil.which("runpoint", path=str(Path(sys.executable).parent))
         assert command
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.argv = [
-            *(command, "serve", "--app", "tests.faults.app:agents", "--db", database),
+            *(command, "serve", "--app", app, "--db", database),
             *("--port", str(self.port), "--log-level", "warning"),
             *("--lease-seconds", str(LEASE_SECONDS)),
         ]

@@ -1,19 +1,12 @@
-"""Fixtures for the HTTP tests: the app in process, and `runpoint serve` on loopback."""
+"""Fixtures for the HTTP tests: the app in process (`runpoint serve` on loopback is the
+`server` fixture of tests/conftest.py)."""
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import shutil
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import pytest
 import yaml
 from litestar import Litestar
@@ -60,55 +53,3 @@ def app(database: str) -> Litestar:
 async def client(app: Litestar) -> AsyncIterator[AsyncTestClient[Litestar]]:
     async with AsyncTestClient(app) as client:
         yield client
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def await_health(
-    process: subprocess.Popen[Any],
-    base_url: str,
-    *,
-    seconds: float = 20,
-    exited: Callable[[], str] = lambda: "runpoint serve exited",
-) -> None:
-    """Wait for a started `runpoint serve` to answer /health (`exited` says why it did not)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        assert process.poll() is None, exited()
-        try:
-            if httpx.get(f"{base_url}/health").status_code == 200:
-                return
-        except httpx.TransportError:
-            assert time.monotonic() < deadline, "runpoint serve did not come up"
-            time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
-    """`runpoint serve` (the demo agents) with these options on a free port of `host`."""
-    port = free_port()
-    command = shutil.which("runpoint", path=str(Path(sys.executable).parent))
-    assert command, "the runpoint command is not installed next to this Python"
-    address = ["--host", host, "--port", str(port)]
-    process = subprocess.Popen(
-        [command, "serve", *address, "--db", str(db), "--log-level", "warning", *options]
-    )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        await_health(process, base_url)
-        yield base_url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """`runpoint serve` (the demo agents) on a free loopback port with a fresh database."""
-    with serving(tmp_path_factory.mktemp("serve") / "runpoint.db") as base_url:
-        yield base_url

@@ -156,8 +156,8 @@ async def test_bodies_that_are_not_what_the_document_says(client: Client) -> Non
         response,
         415,
         "UNSUPPORTED_MEDIA_TYPE",
-        "send the body as one of application/x-www-form-urlencoded, multipart/form-data, "
-        "application/json, not text/plain",
+        "send the body as one of application/json, application/x-www-form-urlencoded, "
+        "multipart/form-data, not text/plain",
     )
 
 
@@ -188,7 +188,101 @@ async def test_unknown_path_and_method(client: Client) -> None:
     assert_error(await client.get("/nowhere"), 404, "NOT_FOUND", "Not Found")
     response = await client.put("/sessions")
     assert_error(response, 405, "METHOD_NOT_ALLOWED", "Method Not Allowed")
-    assert response.headers["allow"] == "GET, OPTIONS"
+    allowed = set(response.headers["allow"].split(", "))
+    assert allowed == {"DELETE", "GET", "OPTIONS", "POST"}
+
+
+async def test_bad_session_requests(client: Client) -> None:
+    """AgentOS's session operations: what runpoint cannot keep or has none of is refused."""
+    run = await completed_run(client)
+    session = run["session_id"]
+    for response, status, code, detail in [
+        (
+            await client.post("/sessions", json={"agent_id": "nobody"}),
+            404,
+            "NOT_FOUND",
+            "agent nobody not found",
+        ),
+        (
+            await client.post(
+                "/sessions", json={"agent_id": "travel-agent", "session_id": session}
+            ),
+            409,
+            "CONFLICT",
+            f"session {session} already exists",
+        ),
+        (
+            await client.post("/sessions?type=team", json={"agent_id": "travel-agent"}),
+            422,
+            "VALIDATION_ERROR",
+            "type: Invalid enum value 'team'",
+        ),
+        (
+            await client.post(
+                "/sessions", json={"agent_id": "travel-agent", "session_state": {"a": 1}}
+            ),
+            422,
+            "VALIDATION_ERROR",
+            "session_state: Expected `null`, got `object`",
+        ),
+        (
+            await client.post("/sessions", data={"agent_id": "travel-agent"}),
+            415,
+            "UNSUPPORTED_MEDIA_TYPE",
+            "send the body as one of application/json, not application/x-www-form-urlencoded",
+        ),
+        (
+            await client.post(f"/sessions/{session}/rename", json={"session_name": " "}),
+            422,
+            "VALIDATION_ERROR",
+            "session_name must not be blank",
+        ),
+        (
+            await client.post("/sessions/nowhere/rename", json={"session_name": "Trip"}),
+            404,
+            "NOT_FOUND",
+            "session nowhere not found",
+        ),
+        (
+            await client.patch(f"/sessions/{session}", json={"metadata": {"a": 1}}),
+            422,
+            "VALIDATION_ERROR",
+            "metadata: Expected `null`, got `object`",
+        ),
+        (
+            await client.request(
+                "DELETE", "/sessions", json={"session_ids": [session], "session_types": []}
+            ),
+            422,
+            "VALIDATION_ERROR",
+            "session_types: Expected `array` of length >= 1",
+        ),
+        (
+            await client.request(
+                "DELETE",
+                "/sessions",
+                json={"session_ids": [session, "s2"], "session_types": ["agent"]},
+            ),
+            400,
+            "BAD_REQUEST",
+            "session_ids and session_types differ in length",
+        ),
+        (
+            await client.request(
+                "DELETE",
+                "/sessions",
+                json={"session_ids": [session, "nowhere"], "session_types": ["agent"] * 2},
+            ),
+            404,
+            "NOT_FOUND",
+            "session nowhere not found",
+        ),
+    ]:
+        assert_error(response, status, code, detail)
+    # nothing of it was done: the session is there, as it was
+    kept = await client.get(f"/sessions/{session}")
+    assert kept.status_code == 200
+    assert kept.json()["session_name"] == run["run_input"]
 
 
 def nested(depth: int) -> str:
@@ -213,19 +307,23 @@ def multipart(fields: dict[str, bytes]) -> tuple[bytes, dict[str, str]]:
 
 # every operation that takes a body, in both dialects
 BODIES = [
-    "/agents/travel-agent/runs",
-    "/agents/travel-agent/runs/r1/continue",
-    "/v2/agents/sessions/s1/checkpoints",
-    "/v2/agents/sessions/s1/fork",
+    ("POST", "/agents/travel-agent/runs"),
+    ("POST", "/agents/travel-agent/runs/r1/continue"),
+    ("POST", "/sessions"),
+    ("DELETE", "/sessions"),
+    ("PATCH", "/sessions/s1"),
+    ("POST", "/sessions/s1/rename"),
+    ("POST", "/v2/agents/sessions/s1/checkpoints"),
+    ("POST", "/v2/agents/sessions/s1/fork"),
 ]
 
 
-@pytest.mark.parametrize("path", BODIES)
+@pytest.mark.parametrize(("method", "path"), BODIES)
 async def test_json_nested_too_deep_is_a_422_not_a_crash(
-    client: Client, path: str, caplog: pytest.LogCaptureFixture
+    client: Client, method: str, path: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     deep = '{"message": "hi", "session_id": "s1", "deep": ' + nested(1_000) + "}"
-    response = await post_json(client, path, deep)
+    response = await client.request(method, path, content=deep, headers={"content-type": JSON})
     detail = "the body nests arrays and objects deeper than 64 levels"
     if path.startswith("/v2/"):
         assert response.status_code == 422

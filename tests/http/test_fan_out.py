@@ -10,6 +10,7 @@ import pytest
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from tests.http import sse
 from tests.http.test_bad_input import assert_error
 from tests.http.test_edit_and_fork import RUNS, completed
 
@@ -84,3 +85,27 @@ async def test_a_retry_with_the_same_key_gets_the_same_runs(client: Client) -> N
         await finished(client, run)
     listed = await client.get(f"/sessions/{source['session_id']}/runs")
     assert len(listed.json()) == 3
+
+
+async def test_each_branch_and_an_edited_fork_keep_their_events_to_join(client: Client) -> None:
+    """The runs a fan-out (or an edit) makes write their event logs as any run does: a
+    branch's stream is joined through /events, from its start to its end."""
+    source = await completed(client)
+    paris = source["tools"][0]["tool_call_id"]
+    edits = [{"kind": "tool_result", "tool_call_id": paris, "content": "99M"}]
+    url = f"{RUNS}/{source['run_id']}/fan-out"
+    body = {"session_id": source["session_id"], "continue_from": 3}
+    branches = [{"input": "And Lagos?"}, {"edits": edits}]
+    accepted = (await client.post(url, json=body | {"branches": branches})).json()["runs"]
+    for run in accepted:
+        events_url = f"{RUNS}/{run['run_id']}/events"
+        query = {"session_id": run["session_id"], "events": "all"}
+        response = await client.get(events_url, params=query)
+        assert response.status_code == 200, response.text
+        events = sse.parse(response.text)
+        names = [e.name for e in events]
+        assert names[0] == "RunContinued" and names[-1] == "RunCompleted", names
+        assert [e.id for e in events] == list(range(1, len(events) + 1))
+        assert {e.data["run_id"] for e in events} == {run["run_id"]}
+    ended = [await finished(client, run) for run in accepted]
+    assert "99M" in ended[1]["content"]

@@ -7,7 +7,7 @@ from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from sqlalchemy import text
 
-from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.store import SqlStorage
 
 
 async def test_ready_when_the_database_is_current(

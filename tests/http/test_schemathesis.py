@@ -1,7 +1,8 @@
 """Schemathesis against the in-process app and the checked-in document: every check, the
 stateless phases and the stateful phase through the document's links, with a team's
 API key; then every operation without credentials, which must be a 401 the document
-describes (but for the public ones)."""
+describes (but for the public ones). And a server run open (no keys) against the document
+it serves, which asks for no credentials: every check again, with none sent."""
 
 from __future__ import annotations
 
@@ -47,6 +48,11 @@ CONFIG = {
 
 
 ANONYMOUS = {"seed": 20261129, "generation": {"mode": "all", "max-examples": 3}}
+# every check (ignored_auth too), no credentials, two examples: what differs from the keyed
+# run is the document, not the data
+OPEN = {
+    key: value for key, value in CONFIG.items() if key not in ("auth", "phases", "generation")
+} | {"generation": {"mode": "all", "max-examples": 2}}
 # On PostgreSQL the app's idle queue worker (pgqueuer) jitters its waits with the global
 # `random` while Hypothesis generates the next example in this thread: no strategy uses it.
 pytestmark = pytest.mark.filterwarnings(
@@ -66,10 +72,26 @@ class OnDatabase:
         await self.app(scope, receive, send)
 
 
-served = OnDatabase()
+@schemathesis.hook
+def before_call(ctx: Any, case: Any, **kwargs: Any) -> None:
+    """No generated Host header: Host is the transport's, not an operation's parameter
+    (OpenAPI leaves it out of what a document describes), and a malformed one is a 400
+    from the HTTP server for every request, as RFC 9112 requires."""
+    for name in [k for k in case.headers or () if k.lower() == "host"]:
+        del case.headers[name]
+
+
+served, served_open = OnDatabase(), OnDatabase()
 api = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(CONFIG))
 anonymous = schemathesis.openapi.from_path(SPEC, config=SchemathesisConfig.from_dict(ANONYMOUS))
 api.app = anonymous.app = served
+# the document an open server serves (reading it needs no database)
+opened = schemathesis.openapi.from_asgi(
+    "/openapi.json",
+    create_app(agents, database="memory:"),
+    config=SchemathesisConfig.from_dict(OPEN),
+)
+opened.app = served_open
 
 
 @pytest.fixture(scope="module", params=BACKENDS, autouse=True)
@@ -77,14 +99,20 @@ def on_each_database(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[None]:
     """The app on each database, one for the module: the examples of one operation leave
-    runs and sessions behind for the next to find."""
-    directory = tmp_path_factory.mktemp("schemathesis")
-    with fresh_database(request, directory) as database:
+    runs and sessions behind for the next to find. The open server has a database of its
+    own (its one team would meet the keyed server's teams' sessions: a 403 under /v2/)."""
+    directory, open_directory = (tmp_path_factory.mktemp(n) for n in ("keyed", "open"))
+    with (
+        fresh_database(request, directory) as database,
+        fresh_database(request, open_directory) as open_database,
+    ):
         keys = auth.load(api_keys_file=str(write_keys(directory / "keys.yaml")))
         served.app = create_app(agents, database=database, auth=keys)
+        served_open.app = create_app(agents, database=open_database)
         yield
 
 
+@opened.hook
 @api.hook
 def map_body(context: schemathesis.HookContext, body: Any) -> Any:
     """A run created without `stream` answers JSON here, which links can read ids from.
@@ -99,6 +127,7 @@ def map_body(context: schemathesis.HookContext, body: Any) -> Any:
     return body
 
 
+@opened.hook
 @api.hook
 def map_headers(context: schemathesis.HookContext, headers: dict[str, str] | None) -> Any:
     """A fresh Idempotency-Key each time: a retry's answer depends on what came before,
@@ -122,6 +151,11 @@ def test_stateful() -> None:
         suppress_health_check=list(hypothesis.HealthCheck),
     )
     api.as_state_machine().run(settings=settings)
+
+
+@opened.parametrize()
+def test_operations_of_an_open_server(case: schemathesis.Case[Any]) -> None:
+    case.call_and_validate()
 
 
 @anonymous.parametrize()

@@ -8,6 +8,8 @@ from typing import Any
 import httpx
 import msgspec
 
+from tests.http import sse
+
 
 def test_checkpoint_endpoints_flow(server: str) -> None:
     """Seed 001: create, timeline, snapshot of an interior checkpoint, continue from it."""
@@ -130,14 +132,7 @@ def test_run_demo_flow(server: str) -> None:
 
 def events(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
     """The (name, payload) of each Server-Sent Event, checking the format as it goes."""
-    parsed = []
-    for block in response.text.split("\n\n")[:-1]:
-        event, data = block.split("\n")
-        name = event.removeprefix("event: ")
-        payload = msgspec.json.decode(data.removeprefix("data: "))
-        assert payload["event"] == name and isinstance(payload["created_at"], int)
-        parsed.append((name, payload))
-    return parsed
+    return [(e.name, e.data) for e in sse.parse(response.text)]
 
 
 def test_streams_and_paused_tool_decisions(server: str) -> None:

@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from runpoint.adapters.cli import is_loopback
+from tests.serving import serving
 
-from .conftest import bearer, serving, write_keys
+from .conftest import bearer, write_keys
 
 RUNS = "/agents/travel-agent/runs"
 

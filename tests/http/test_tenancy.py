@@ -29,11 +29,14 @@ pytestmark = pytest.mark.memory  # storage is not the subject here
 Client = AsyncTestClient[Litestar]
 ALPHA, BETA = bearer("alpha-key"), bearer("beta-key")
 SECRET = "alpha-secret-7731"  # in alpha's message: no answer to beta may contain it
-OWNED = ("session_id", "run_id")  # the inputs that name a team's things
+OWNED = ("session_id", "session_ids", "run_id")  # the inputs that name a team's things
 # inputs an operation needs beyond the things it names, by operation
 BODIES: dict[str, dict[str, Any]] = {
     "create_agent_run": {"message": "Paris", "stream": False},
     "continue_agent_run": {"input": "Tokyo too", "stream": False},
+    "rename_session": {"session_name": "beta's now"},
+    "update_session": {"session_name": "beta's now"},
+    "delete_sessions": {"session_types": ["agent"]},
 }
 
 
@@ -87,7 +90,9 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
         "message_index": 3,
         "checkpoint_id": captured.json()["checkpoint"]["checkpoint_id"],
     }
+    alpha["session_ids"] = [alpha["session_id"]]
     missing = alpha | {"session_id": str(uuid.uuid4()), "run_id": str(uuid.uuid4())}
+    missing["session_ids"] = [missing["session_id"]]
     before = [
         (await client.get(path, headers=ALPHA)).json()
         for path in (f"/sessions/{run['session_id']}/runs", checkpoints)
@@ -121,7 +126,8 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
 def _without(text: str, values: dict[str, Any]) -> str:
     """`text` with the ids it was asked about blanked out: what is left must not differ."""
     for name in OWNED:
-        text = text.replace(values[name], f"<{name}>")
+        for value in values[name] if isinstance(values[name], list) else [values[name]]:
+            text = text.replace(value, f"<{name}>")
     return text
 
 

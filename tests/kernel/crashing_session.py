@@ -55,9 +55,13 @@ class Gate:
 
 async def kill(database: str, root: Path, session_id: str, *operation: str) -> None:
     """Run `operation` in a child process and SIGKILL it where it freezes."""
+    await kill_frozen("tests.kernel.crashing_session", database, str(root), session_id, *operation)
+
+
+async def kill_frozen(module: str, *args: str) -> None:
+    """Run `python -m module args...` and SIGKILL it once it printed `frozen`."""
     child = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "tests.kernel.crashing_session", database, str(root)),
-        *(session_id, *operation),
+        *(sys.executable, "-m", module, *args),
         stdout=asyncio.subprocess.PIPE,
         cwd=Path(__file__).parents[2],
     )

@@ -6,15 +6,18 @@ import ast
 from typing import Any
 
 import msgspec
+from alembic.script import ScriptDirectory
 from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, inspect, select
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.plugins.demo import agents
-from runpoint.plugins.sql import SqlStorage, migrate
+from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.schema import Document, metadata
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.types import (
     Checkpoint,
+    KeyClaim,
     Message,
     Run,
     RunStatus,
@@ -22,6 +25,7 @@ from runpoint.types import (
     Session,
     SessionCheckpoint,
     ToolCall,
+    now,
 )
 
 
@@ -30,6 +34,29 @@ async def test_migrations_and_tables_agree(database: str) -> None:
     await storage.open()
     try:
         assert await migrate.differences(storage.engine) == []
+    finally:
+        await storage.close()
+
+
+def test_each_revision_is_its_file_number_and_the_head_the_highest() -> None:
+    """The head is read from the file names (alembic is imported only to migrate)."""
+    scripts = ScriptDirectory.from_config(migrate.config())
+    for script in scripts.walk_revisions():
+        assert script.path.rpartition("/")[2].startswith(f"{script.revision}_"), script.path
+    assert scripts.get_heads() == [migrate.HEAD]
+
+
+async def test_a_database_behind_the_head_is_upgraded_when_opened(
+    database: str,
+) -> None:
+    storage = SqlStorage(database)
+    try:
+        assert await migrate.current(storage.engine) == set()  # new: no revision at all
+        await migrate.upgrade(storage.engine, "0008")
+        assert await migrate.pending(storage.engine) == [migrate.HEAD]
+        await storage.open()
+        assert await migrate.current(storage.engine) == {migrate.HEAD}
+        assert await migrate.pending(storage.engine) == []
     finally:
         await storage.close()
 
@@ -71,6 +98,17 @@ OLD_RUNS = Table(
 OLD_MESSAGES = Table(
     "messages", OLD, Column("run_id", String(64)), Column("idx", Integer), Column("data", Document)
 )
+# idempotency_keys as revision 0003 made it (0008 widened its strings): no lease
+OLD_KEYS = Table(
+    "idempotency_keys",
+    OLD,
+    Column("scope", String(200)),
+    Column("key", String(200)),
+    Column("fingerprint", String(64)),
+    Column("created_at", Float),
+    Column("response", Document),
+)
+SCOPE = "acme create_run travel-agent"
 OLD_CHECKPOINTS = Table(
     "checkpoints",
     OLD,
@@ -153,14 +191,28 @@ async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(datab
         assert len(await rp.list_runs("s1")) == 2
 
 
-async def every_row(engine: AsyncEngine) -> dict[str, list[Any]]:
-    """The rows of every table there is (a later revision's are not there yet)."""
+async def columns(engine: AsyncEngine) -> dict[str, list[str]]:
+    """The columns of every table there is (a later revision's are not there yet)."""
+
+    def inspected(sync: Any) -> dict[str, list[str]]:
+        tables = inspect(sync)
+        return {t: [c["name"] for c in tables.get_columns(t)] for t in tables.get_table_names()}
+
     async with engine.connect() as conn:
-        there = set(await conn.run_sync(lambda sync: inspect(sync).get_table_names()))
+        return await conn.run_sync(inspected)
+
+
+async def every_row(engine: AsyncEngine, shape: dict[str, list[str]]) -> dict[str, list[Any]]:
+    """The rows of runpoint's tables in `shape`, each of its columns there (a later
+    revision may add more)."""
+    async with engine.connect() as conn:
         return {
-            table.name: sorted(tuple(row) for row in await conn.execute(select(table)))
-            for table in metadata.sorted_tables
-            if table.name in there
+            name: sorted(
+                tuple(row)
+                for row in await conn.execute(select(*(metadata.tables[name].c[c] for c in cut)))
+            )
+            for name, cut in shape.items()
+            if name in metadata.tables
         }
 
 
@@ -183,16 +235,30 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
     await storage.save(run, [], None, intents=["call_1"])  # the call's intent
     result = Message("tool", "2.1M", tool_call_id="call_1", tool_name="get_population")
     await storage.record_tool_result("r1", result)
-    assert await storage.claim_key("acme create_run travel-agent", "k1", "f" * 64) is None
-    await storage.answer_key("acme create_run travel-agent", "k1", "r1")
+    # as runpoint claimed keys then: no lease (k2's request died, unanswered)
+    async with storage.engine.begin() as conn:
+        await conn.execute(
+            insert(OLD_KEYS),
+            [
+                {"scope": SCOPE, "key": k, "fingerprint": "f" * 64, "created_at": 1.0}
+                | {"response": answer}
+                for k, answer in [("k1", b'"r1"'), ("k2", None)]
+            ],
+        )
     await storage.add_session_checkpoint(SessionCheckpoint("c1", "s1", 1, label="before"))
-    before = await every_row(storage.engine)
-    assert all(before[t] for t in ("sessions", "runs", "messages", "tool_calls"))
+    shape = await columns(storage.engine)
+    before = await every_row(storage.engine, shape)
+    tables = ("sessions", "runs", "messages", "tool_calls", "idempotency_keys")
+    assert all(before[t] for t in tables)
 
     await migrate.upgrade(storage.engine)
     try:
-        after = await every_row(storage.engine)
-        assert {table: rows for table, rows in after.items() if table in before} == before
+        assert await every_row(storage.engine, shape) == before
         assert await migrate.differences(storage.engine) == []
+        # k1's answer stands; k2's claim, made with no lease, has run out: a retry takes it
+        claim, fingerprint, until = KeyClaim(SCOPE, "k1", "retry"), "f" * 64, now() + 60
+        assert await storage.claim_key(claim, fingerprint, until) == (fingerprint, "r1")
+        claim = KeyClaim(SCOPE, "k2", "retry")
+        assert await storage.claim_key(claim, fingerprint, until) is None
     finally:
         await storage.close()

@@ -4,6 +4,7 @@ observers that fail, names two plugins claim, and `runpoint plugins`."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 
 import pluggy
@@ -14,9 +15,11 @@ from runpoint.adapters.cli import main
 from runpoint.agent import Agent
 from runpoint.errors import ConfigurationError
 from runpoint.host import MODELS_KEPT, PluginHost
+from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.demo import get_population
+from runpoint.plugins.scripted import ScriptedModel
 from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, RunStatus
+from runpoint.types import Checkpoint, Message, RunStatus, Timing, ToolCall
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here
@@ -99,11 +102,24 @@ async def test_run_hooks_are_called_in_order(database: str) -> None:
             calls.append(f"message {index}")
 
         @hookimpl
+        def runpoint_model_turn_done(
+            self, model: str, message: Message | None, error: Exception | None, timing: Timing
+        ) -> None:
+            assert message is not None and error is None and timing.seconds >= 0
+            calls.append(f"{model} turn: {'tools' if message.tool_calls else 'answer'}")
+
+        @hookimpl
+        def runpoint_tool_call_done(self, message: Message, timing: Timing) -> None:
+            assert timing.started_at <= time.time() and timing.seconds >= 0
+            calls.append(f"{message.tool_name} done: {message.content}")
+
+        @hookimpl
         def runpoint_tool_batch_done(self, executions: list[object]) -> None:
             calls.append(f"batch of {len(executions)}")
 
         @hookimpl
-        def runpoint_checkpoint_written(self, checkpoint: object) -> None:
+        def runpoint_checkpoint_written(self, checkpoint: object, timing: Timing) -> None:
+            assert timing.seconds >= 0
             calls.append("checkpoint")
 
         @hookimpl
@@ -120,10 +136,13 @@ async def test_run_hooks_are_called_in_order(database: str) -> None:
         "started",
         "message 0",  # the input, written with the run
         "message 1",
+        "scripted:demo turn: tools",
+        "get_population done: 2.1M",  # as the call returns, before the batch is whole
         "message 2",
         "batch of 1",
         "checkpoint",
         "message 3",
+        "scripted:demo turn: answer",
         "checkpoint",
         "finished",
     ]
@@ -131,13 +150,58 @@ async def test_run_hooks_are_called_in_order(database: str) -> None:
         "started",
         "message 4",
         "message 5",
+        "scripted:demo turn: tools",
+        "get_population done: 13.9M",
         "message 6",
         "batch of 1",
         "checkpoint",
         "message 7",
+        "scripted:demo turn: answer",
         "checkpoint",
         "finished",
     ]
+
+
+async def test_a_model_turn_that_fails_is_told_with_its_error(database: str) -> None:
+    told: list[tuple[Message | None, Exception | None]] = []
+
+    class Watcher:
+        @hookimpl
+        def runpoint_model_turn_done(
+            self, message: Message | None, error: Exception | None
+        ) -> None:
+            told.append((message, error))
+
+    def failing(request: ModelRequest) -> ModelResponse:
+        raise ConnectionError("the vendor is down")
+
+    agent = Agent(id="a", model=ScriptedModel(failing))
+    async with Runpoint([agent], database=database, host=PluginHost([Watcher()])) as rp:
+        run = await (await rp.create_run("a", "Paris")).result()
+    assert run.status is RunStatus.ERROR
+    [(message, error)] = told
+    assert message is None and isinstance(error, ConnectionError)
+
+
+async def test_a_tool_call_that_does_not_run_is_not_a_tool_call(database: str) -> None:
+    """A refused call (an unknown tool, one a person rejected) ran nothing: no hook says it
+    did."""
+    done: list[str] = []
+
+    class Watcher:
+        @hookimpl
+        def runpoint_tool_call_done(self, message: Message) -> None:
+            done.append(message.tool_name or "")
+
+    def unknown(request: ModelRequest) -> ModelResponse:
+        if request.messages[-1].role == "tool":
+            return ModelResponse(content="done")
+        return ModelResponse(tool_calls=[ToolCall(id="c1", name="no_such_tool")])
+
+    agent = Agent(id="a", model=ScriptedModel(unknown), tools=[get_population])
+    async with Runpoint([agent], database=database, host=PluginHost([Watcher()])) as rp:
+        run = await (await rp.create_run("a", "Paris")).result()
+    assert run.status is RunStatus.COMPLETED and done == []
 
 
 async def test_an_observer_that_raises_is_logged_and_the_run_goes_on(

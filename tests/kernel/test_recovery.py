@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from runpoint import hookimpl
 from runpoint.agent import Agent
+from runpoint.host import PluginHost
 from runpoint.services import Runpoint
 from runpoint.tool_calls import SKIPPED
 from runpoint.types import Run, RunStatus
@@ -27,12 +29,21 @@ async def test_another_process_resumes_a_run_whose_process_died(
 ) -> None:
     counter = tmp_path / "calls.txt"
     monkeypatch.setenv("COUNTER", str(counter))
+    recovered: list[tuple[str, int]] = []
+
+    class Watcher:
+        @hookimpl
+        def runpoint_run_recovered(self, run: Run) -> None:
+            recovered.append((run.run_id, run.recoveries))
+
     run_id = await crashing.kill(database, counter)
-    async with Runpoint([crashing.agent], database=database, lease_seconds=0.5) as rp:
+    host = PluginHost([Watcher()])
+    async with Runpoint([crashing.agent], database=database, lease_seconds=0.5, host=host) as rp:
         died = (await rp.get_run(run_id)).run
         run = await until(rp, run_id, RunStatus.COMPLETED)
         assert time.time() - (died.lease_expires_at or 0) < 5
     assert run.recoveries == 1 and run.lease_owner is None
+    assert recovered == [(run_id, 1)]
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # none twice
 
 

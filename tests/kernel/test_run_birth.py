@@ -6,11 +6,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection
 
 from runpoint.errors import Locked
 from runpoint.host import PluginHost
-from runpoint.plugins.sql import SqlStorage
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.types import Message, Run, RunStatus, Segment, Session
 
 
@@ -74,3 +75,39 @@ async def test_runs_are_inserted_with_their_input_at_its_places_in_the_event_log
         await storage.create_runs([refused], {"refused": [other]})
     assert await storage.get_run("refused") is None
     assert len(await places(storage)) == 3
+
+
+async def test_a_session_born_with_several_runs_gives_each_input_its_places(
+    storage: SqlStorage,
+) -> None:
+    hello, again = Message(role="user", content="hello"), Message(role="user", content="again")
+    first, second = (new_run(i, [Segment(i, 0)], 1) for i in ("first", "second"))
+    quiet = new_run("quiet", [Segment("quiet", 0)], 0)  # a run with no input: no places
+    session = Session(session_id="s", agent_id="a", event_seq=4)  # its log goes on from 4
+    incoming = {"first": [hello], "second": [again]}
+    await storage.create_sessions([session], [first, quiet, second], incoming)
+
+    assert await places(storage) == [("first", 0, 5), ("second", 0, 7)]
+    assert (await storage.get_session("s")).event_seq == 8  # type: ignore[union-attr]
+    assert [r.run_id for r in await storage.list_runs("s")] == ["first", "quiet", "second"]
+    # written as their input's saves would leave them: their writers go on from there
+    assert (first.revision, quiet.revision, second.revision) == (1, 0, 1)
+    for run in (first, quiet, second):
+        await storage.save(run, [], None)
+
+
+@pytest.mark.parametrize("database", ["postgresql"], indirect=True)
+async def test_on_postgresql_a_session_is_born_in_one_statement(storage: SqlStorage) -> None:
+    """Its row, its runs' and their input: one round trip, outside any transaction (none
+    whose backend waits on runpoint between statements)."""
+    sent: list[str | None] = []
+
+    def count(conn: Connection, *_: object) -> None:
+        sent.append(conn.get_execution_options().get("isolation_level"))
+
+    event.listen(storage.engine.sync_engine, "before_cursor_execute", count)
+    run = new_run("first", [Segment("first", 0)], 1)
+    session = Session(session_id="s", agent_id="a")
+    await storage.create_sessions([session], [run], {"first": [Message("user", "hello")]})
+    assert sent == ["AUTOCOMMIT"]
+    assert await places(storage) == [("first", 0, 1)]

@@ -13,7 +13,7 @@ from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.types import RunStatus, ToolCall
-from tests.conftest import OpenRunpoint
+from tests.conftest import BACKENDS, OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here
 
@@ -119,3 +119,40 @@ async def test_the_number_of_turns_is_bounded(open_runpoint: OpenRunpoint) -> No
         (5, "checkpoint"),
         (7, "checkpoint"),
     ]
+
+
+@pytest.mark.parametrize("database", BACKENDS, indirect=True)  # a call's id keys its record
+@pytest.mark.parametrize(
+    ("ids", "kept"),
+    [
+        ([["call-1", "call-1"]], ["user"]),  # twice in one turn
+        ([["call-1"], ["call-1"]], ["user", "assistant", "tool"]),  # again in a later turn
+    ],
+)
+async def test_a_model_that_names_a_tool_call_id_twice_fails_its_turn(
+    open_runpoint: OpenRunpoint, ids: list[list[str]], kept: list[str]
+) -> None:
+    """As any failure of the model: the run ends ERROR at its last boundary, with a message
+    that says why. (Before, a side-effecting call's record, keyed by its id, failed with a
+    raw IntegrityError on SQL, and the memory backend went on.) A run's reads pair calls
+    and results by id too."""
+
+    @tool
+    def book(city: str) -> str:
+        """Book a city (a side effect: the call is recorded by its id)."""
+        return f"{city} booked"
+
+    def reusing(request: ModelRequest) -> ModelResponse:
+        turn = sum(m.role == "assistant" for m in request.messages)
+        if turn == len(ids):
+            return ModelResponse(content="done")
+        return ModelResponse(tool_calls=[ToolCall(i, "book", {"city": "Lima"}) for i in ids[turn]])
+
+    rp = await open_runpoint([Agent(id="a", model=ScriptedModel(reusing), tools=[book])])
+    run = await (await rp.create_run("a", "go")).result()
+    assert (run.status, run.error) == (
+        RunStatus.ERROR,
+        "ValueError: model scripted named a second tool call with the id 'call-1' "
+        "(a call's id must be unique in its run)",
+    )
+    assert [m.role for m in (await rp.get_run(run.run_id)).messages] == kept

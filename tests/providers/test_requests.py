@@ -68,6 +68,31 @@ async def test_the_body_sent_as_written_is_the_one_the_typed_call_sends(api: Api
     assert isinstance(response, ModelResponse) and response.content == "Voilà."
 
 
+@pytest.mark.parametrize("watched", [True, False], ids=["streamed", "one call"])
+async def test_the_anthropic_sdk_sends_the_body_without_copying_it(
+    apis: dict[str, Api], watched: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from anthropic._utils._prepare import async_prepare_request_data as prepare
+
+    copied: list[object] = []  # what the SDK walked and copied, request by request
+
+    async def recorded(data: object, **options: Any) -> Any:
+        copied.append(data)
+        return await prepare(data, **options)
+
+    monkeypatch.setattr("anthropic._base_client.async_prepare_request_data", recorded)
+    api = apis["anthropic"]
+    request = ModelRequest(None, HISTORY, [tool(get_population).schema], watched=watched)
+    api.server.play(Turn("Voilà."))
+
+    [*_, response] = [chunk async for chunk in api.model().stream(request)]
+
+    assert isinstance(response, ModelResponse) and response.content == "Voilà."
+    [sent] = api.server.requests
+    assert "Merci ✓" in str(sent.body["messages"]) and bool(sent.body.get("stream")) is watched
+    assert copied == [None]  # one request, and no body for the SDK to copy
+
+
 def test_each_message_is_converted_once_per_execution() -> None:
     memo: dict[Any, Any] = {}
     first = vm.responses_input(HISTORY[:4], memo)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from runpoint.conformance import run
 from runpoint.plugins.memory import MemoryStorage
-from runpoint.types import Checkpoint, Message, Run, Segment
+from runpoint.types import Checkpoint, KeyAnswer, Message, Run, RunEvent, Segment
 
 
 class CarelessStorage(MemoryStorage):
@@ -24,11 +24,15 @@ class CarelessStorage(MemoryStorage):
         checkpoint: Checkpoint | None,
         *,
         intents: Sequence[str] = (),
+        answering: KeyAnswer | None = None,
+        events: Sequence[RunEvent] = (),
     ) -> None:
         stored = await self.get_run(run.run_id)
         if stored is not None:
             run.revision = stored.revision
-        await super().save(run, messages, checkpoint, intents=intents)
+        await super().save(
+            run, messages, checkpoint, intents=intents, answering=answering, events=events
+        )
         if checkpoint is not None:
             self.written.append(checkpoint.checkpoint_id)
 
@@ -44,6 +48,7 @@ async def test_the_suite_reports_exactly_what_a_backend_breaks() -> None:
     assert report.failed == {
         "save_with_a_stale_revision_is_a_conflict_and_writes_nothing",
         "of_two_concurrent_writers_one_wins",
+        "a_boundary_appends_its_events_with_it",
         "checkpoints_are_listed_by_message_index",
     }, report
     failure = str(report).splitlines()[-1]

@@ -88,32 +88,82 @@ export const api = {
     events(path`/agents/${agentId}/runs/${runId}/continue?events=all`, body, signal),
 };
 
-// Yields {event, data} for each Server-Sent Event of a run. A refused request throws before
-// the first event (the server validates before it streams).
+// How often a lost stream is joined again, one after another, before it counts as lost.
+const RECONNECTS = 5;
+
+// Yields {id, event, data} for each Server-Sent Event of a run. A refused request throws
+// before the first event (the server validates before it streams). A stream lost before
+// the run stopped is joined again (GET .../events) from the id of the last event it gave:
+// the server sends what came after it, so no event is missed or given twice.
 async function* events(url, body, signal) {
-  const response = await send(url, { ...post({ ...body, stream: true }, "text/event-stream"), signal });
+  let response = await send(url, { ...post({ ...body, stream: true }, "text/event-stream"), signal });
+  const state = { retry: 1000, last: null, run: null, ended: false };
+  let rejoined = false;
+  for (let failures = 0; ; ) {
+    let gave = false;
+    let broke = response === null;
+    if (response !== null) {
+      try {
+        for await (const message of frames(response, state)) {
+          gave = true;
+          yield message;
+        }
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        broke = true;
+      }
+    }
+    // The stream ends after the event that stops the run. A rejoin that ends with nothing
+    // new found the run stopped without one (its process died, and it was given up).
+    if (state.ended || state.run === null || (rejoined && !gave && !broke)) return;
+    failures = gave ? 1 : failures + 1;
+    if (failures > RECONNECTS) throw new ApiError(0, "The stream was lost.", "NETWORK_ERROR", null);
+    await new Promise((resolve) => setTimeout(resolve, state.retry));
+    const { agent_id, run_id, session_id } = state.run;
+    const join = path`/agents/${agent_id}/runs/${run_id}/events?session_id=${session_id}&events=all`;
+    try {
+      response = await send(join, { headers: { Accept: "text/event-stream", "Last-Event-ID": state.last }, signal });
+      rejoined = true;
+    } catch (error) {
+      if (signal?.aborted || (error.status >= 400 && error.status < 500)) throw error; // refused
+      // unreachable, or failing for now: try again
+      response = null;
+    }
+  }
+}
+
+// The events of one response, keeping in `state` the server's retry time, the last id,
+// the run's ids and whether the run stopped.
+async function* frames(response, state) {
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = "";
   for (;;) {
     const { value, done } = await reader.read();
-    if (done) break;
+    if (done) return;
     buffer += value.replaceAll("\r\n", "\n");
     let end;
     while ((end = buffer.indexOf("\n\n")) >= 0) {
-      const frame = buffer.slice(0, end);
+      const parsed = parseFrame(buffer.slice(0, end));
       buffer = buffer.slice(end + 2);
-      const parsed = parseFrame(frame);
-      if (parsed) yield parsed;
+      if (parsed.retry !== null) state.retry = parsed.retry;
+      if (parsed.data === null) continue; // a comment (keep-alive), or retry alone
+      state.last = parsed.id;
+      state.run ??= parsed.data;
+      state.ended = FINAL_EVENTS.has(parsed.event);
+      yield { id: parsed.id, event: parsed.event, data: parsed.data };
     }
   }
 }
 
 function parseFrame(frame) {
-  let event = "message";
+  const fields = { id: null, event: "message", retry: null, data: null };
   const data = [];
   for (const line of frame.split("\n")) {
-    if (line.startsWith("event:")) event = line.slice(6).trim();
+    if (line.startsWith("id:")) fields.id = line.slice(3).trim();
+    else if (line.startsWith("event:")) fields.event = line.slice(6).trim();
+    else if (line.startsWith("retry:")) fields.retry = Number(line.slice(6).trim());
     else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
   }
-  return data.length ? { event, data: JSON.parse(data.join("\n")) } : null;
+  if (data.length) fields.data = JSON.parse(data.join("\n"));
+  return fields;
 }

@@ -1,0 +1,81 @@
+"""The document as the server serves it, and the interactive reference of it at /docs.
+
+A server without credentials configured serves the document without its bearer-token
+requirement (nothing asks for one). /docs is Swagger UI, whose files come from the
+swagger-ui-bundle-v2 package and are served from here, so a page load fetches nothing from
+the internet; `/` leads to the console. None of these is an operation of the document: they
+are its clients, public like the console.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from litestar import MediaType, Request, Response, get
+from litestar.exceptions import NotFoundException
+from litestar.handlers import HTTPRouteHandler
+from litestar.openapi.plugins import SwaggerRenderPlugin
+from litestar.params import FromPath
+from litestar.response import File, Redirect
+from swagger_ui_bundle import swagger_ui_path
+
+from runpoint.services import Runpoint
+
+from .handlers import Handler, Reply
+from .security import PUBLIC
+from .spec import JSON
+
+ASSETS = "/docs/assets"
+# what the page loads (the package has more: maps, an index for its own demo, ...)
+_FILES = {
+    "swagger-ui-bundle.js": "text/javascript",
+    "swagger-ui-standalone-preset.js": "text/javascript",
+    "swagger-ui.css": "text/css",
+}
+
+
+def served(doc: dict[str, Any], *, open_: bool) -> dict[str, Any]:
+    """`doc` as a server serves it: an open one's asks for no credentials."""
+    if not open_:
+        return doc
+    components = {k: v for k, v in doc.get("components", {}).items() if k != "securitySchemes"}
+    return {k: v for k, v in doc.items() if k != "security"} | {"components": components}
+
+
+def get_openapi(served_doc: dict[str, Any]) -> Handler:
+    """The handler of the operation `get_openapi`: the served document, as JSON."""
+    body = json.dumps(served_doc).encode()
+
+    async def get_openapi(rp: Runpoint) -> Reply:
+        return Response(body, media_type=JSON)
+
+    return get_openapi
+
+
+def routes(served_doc: dict[str, Any]) -> list[HTTPRouteHandler]:
+    """/docs, its files, and `/`."""
+    swagger = SwaggerRenderPlugin(
+        js_url=f"{ASSETS}/swagger-ui-bundle.js",
+        css_url=f"{ASSETS}/swagger-ui.css",
+        standalone_preset_js_url=f"{ASSETS}/swagger-ui-standalone-preset.js",
+        favicon="",  # Litestar's default is an image on a CDN
+    )
+
+    @get("/docs", media_type=MediaType.HTML, opt={PUBLIC: True}, sync_to_thread=False)
+    def docs(request: Request[Any, Any, Any]) -> bytes:
+        return swagger.render(request, served_doc)
+
+    @get(f"{ASSETS}/{{name:str}}", opt={PUBLIC: True}, sync_to_thread=False)
+    def asset(name: FromPath[str]) -> File:
+        if name not in _FILES:
+            raise NotFoundException()
+        return File(
+            swagger_ui_path / name, content_disposition_type="inline", media_type=_FILES[name]
+        )
+
+    @get("/", opt={PUBLIC: True}, sync_to_thread=False)
+    def home() -> Redirect:
+        return Redirect("/ui/")
+
+    return [docs, asset, home]

@@ -1,0 +1,158 @@
+"""Prometheus metrics, served at /metrics: what runs did, counted from the run hooks, and
+what this process holds now (runs executing, runs queued), read at each scrape.
+docs/operations.md lists them.
+
+prometheus_client is an optional extra (`pip install 'runpoint[otel]'`). It is imported at
+the first run or scrape, not at start-up: importing it costs about a tenth of a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from runpoint import hookimpl
+from runpoint.types import Checkpoint, Message, Run, Timing
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+    from runpoint.services import Runpoint
+
+# histogram buckets, in seconds: a model's turn takes seconds to minutes, a tool's
+# anything, a checkpoint write (one transaction) milliseconds
+MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+TOOL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
+def installed() -> bool:
+    """Whether prometheus_client can be imported (found without importing it)."""
+    return importlib.util.find_spec("prometheus_client") is not None
+
+
+@dataclass(frozen=True)
+class Instruments:
+    registry: CollectorRegistry
+    runs_finished: Counter
+    runs_active: Gauge
+    queue_depth: Gauge
+    recoveries: Counter
+    checkpoint_seconds: Histogram
+    model_seconds: Histogram
+    tool_seconds: Histogram
+
+    @classmethod
+    def make(cls) -> Instruments:
+        """A registry of its own (each app counts its own runs), with the process's own
+        metrics (CPU, memory, file descriptors, garbage collection) as the default has."""
+        from prometheus_client import (
+            CollectorRegistry,
+            Counter,
+            Gauge,
+            GCCollector,
+            Histogram,
+            PlatformCollector,
+            ProcessCollector,
+        )
+
+        r = CollectorRegistry()
+        for collector in (ProcessCollector, PlatformCollector, GCCollector):
+            collector(registry=r)
+        agent = ["agent_id"]
+        return cls(
+            registry=r,
+            runs_finished=Counter(
+                "runpoint_runs_finished",
+                "Executions of runs that stopped, by agent and the status they stopped in",
+                [*agent, "status"],
+                registry=r,
+            ),
+            runs_active=Gauge(
+                "runpoint_runs_active", "Runs this process executes now", agent, registry=r
+            ),
+            queue_depth=Gauge(
+                "runpoint_queue_depth",
+                "Runs waiting in the run queue for a process (PostgreSQL only)",
+                agent,
+                registry=r,
+            ),
+            recoveries=Counter(
+                "runpoint_run_recoveries",
+                "Runs this process resumed after their process died",
+                agent,
+                registry=r,
+            ),
+            checkpoint_seconds=Histogram(
+                "runpoint_checkpoint_write_seconds",
+                "How long writing a checkpoint (with the messages it closes) took",
+                agent,
+                registry=r,
+                buckets=WRITE_BUCKETS,
+            ),
+            model_seconds=Histogram(
+                "runpoint_model_call_seconds",
+                "How long a model turn took, by agent and model provider",
+                [*agent, "provider"],
+                registry=r,
+                buckets=MODEL_BUCKETS,
+            ),
+            tool_seconds=Histogram(
+                "runpoint_tool_call_seconds",
+                "How long a tool call took, by agent and tool",
+                [*agent, "tool"],
+                registry=r,
+                buckets=TOOL_BUCKETS,
+            ),
+        )
+
+
+class Metrics:
+    """The run hooks counted in Prometheus instruments, made at first use."""
+
+    def __init__(self) -> None:
+        self._made: Instruments | None = None
+
+    @property
+    def instruments(self) -> Instruments:
+        if self._made is None:
+            self._made = Instruments.make()
+        return self._made
+
+    @hookimpl
+    def runpoint_run_finished(self, run: Run) -> None:
+        self.instruments.runs_finished.labels(run.agent_id, run.status.value).inc()
+
+    @hookimpl
+    def runpoint_run_recovered(self, run: Run) -> None:
+        self.instruments.recoveries.labels(run.agent_id).inc()
+
+    @hookimpl
+    def runpoint_checkpoint_written(self, run: Run, checkpoint: Checkpoint, timing: Timing) -> None:
+        self.instruments.checkpoint_seconds.labels(run.agent_id).observe(timing.seconds)
+
+    @hookimpl
+    def runpoint_model_turn_done(self, run: Run, model: str, timing: Timing) -> None:
+        # the provider, not the model: a continue may name any model string, and a label's
+        # values must stay few
+        provider = model.partition(":")[0]
+        self.instruments.model_seconds.labels(run.agent_id, provider).observe(timing.seconds)
+
+    @hookimpl
+    def runpoint_tool_call_done(self, run: Run, message: Message, timing: Timing) -> None:
+        tool = message.tool_name or ""
+        self.instruments.tool_seconds.labels(run.agent_id, tool).observe(timing.seconds)
+
+    async def scrape(self, rp: Runpoint) -> tuple[bytes, str]:
+        """The text exposition of every metric, and its media type."""
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+        made = self.instruments
+        executing = rp.executing()
+        for agent_id in rp.agents:
+            made.runs_active.labels(agent_id).set(executing[agent_id])
+        if (queued := await rp.queued()) is not None:
+            for agent_id in rp.agents.keys() | queued.keys():
+                made.queue_depth.labels(agent_id).set(queued.get(agent_id, 0))
+        return generate_latest(made.registry), CONTENT_TYPE_LATEST

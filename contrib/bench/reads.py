@@ -1,0 +1,124 @@
+"""Read benchmark: what the hot reads cost the server, against the same bytes served bare.
+
+Seeds a database with a run of 500 checkpoints (499 tool batches of one call, then an
+answer: 1,000 messages) and a run of 10,000 messages (four wide batches, as endpoints.py),
+serves it with `runpoint serve` (one worker), and serves the very bytes of each answer,
+fetched once, from a bare Litestar endpoint under the same uvicorn (bare.py). wrk loads
+each endpoint on one connection; the server's CPU per request is read from /proc on each
+side. Prints p50 and p99 latency, CPU per request and the ratio of runpoint's to the bare
+endpoint's, and checks the issue's targets: the timeline of 500 checkpoints within 2x of
+the bare endpoint's CPU, the snapshot and get-run of 10,000 messages at p50 <= 60 ms.
+
+    .venv/bin/python contrib/bench/reads.py [--postgres] [--duration 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import httpx
+from databases import databases
+from endpoints import AGENT_ID, LARGE, Result, free_port, seed, serve, started, wrk
+
+TIMELINE, SNAPSHOT, GET_RUN = "timeline", "snapshot", "get-run"
+ENDPOINTS = {
+    TIMELINE: "timeline    500 checkpoints",
+    SNAPSHOT: "snapshot    10,000 messages",
+    GET_RUN: "get-run     10,000 messages",
+}
+
+
+def cpu_seconds(pid: int) -> float:
+    """The user and system CPU time process `pid` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def loaded(name: str, url: str, pid: int, duration: int) -> tuple[Result, float]:
+    """wrk's figures for `url` on one connection, and the server's CPU ms per request."""
+    before = cpu_seconds(pid)
+    result = wrk(name, url, duration, 1, [])
+    return result, 1000 * (cpu_seconds(pid) - before) / result.requests
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL")
+    parser.add_argument("--duration", type=int, default=5, help="seconds per endpoint")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
+        database = asyncio.run(new("reads"))
+        timeline_run, timeline_session, _ = asyncio.run(seed(database, [1] * 499))
+        large_run, large_session, interior = asyncio.run(seed(database, LARGE))
+        port = free_port()
+        base = f"http://127.0.0.1:{port}/agents/{AGENT_ID}/runs"
+        urls = {
+            TIMELINE: f"{base}/{timeline_run}/checkpoints?session_id={timeline_session}",
+            SNAPSHOT: f"{base}/{large_run}/checkpoints/{interior}?session_id={large_session}",
+            GET_RUN: f"{base}/{large_run}?session_id={large_session}",
+        }
+        server = serve(database, port)
+        bare_dir, bare_port = Path(tmp) / "bare", free_port()
+        bare_dir.mkdir()
+        bare = None
+        try:
+            for name, url in urls.items():  # the bytes the bare endpoint serves
+                (bare_dir / name).write_bytes(httpx.get(url).raise_for_status().content)
+            command = [sys.executable, str(Path(__file__).with_name("bare.py"))]
+            bare_url = f"http://127.0.0.1:{bare_port}"
+            bare = started(
+                subprocess.Popen([*command, str(bare_dir), str(bare_port)]),
+                f"{bare_url}/{TIMELINE}",
+            )
+            figures = {
+                name: (
+                    loaded(ENDPOINTS[name], url, server.pid, args.duration),
+                    loaded("bare", f"{bare_url}/{name}", bare.pid, args.duration),
+                    (bare_dir / name).stat().st_size,
+                )
+                for name, url in urls.items()
+            }
+        finally:
+            for process in (server, bare):
+                if process is not None:
+                    process.terminate()
+                    process.wait()
+    backend = "PostgreSQL" if args.postgres else "SQLite"
+    report(figures, f"{backend}; wrk -t1 -c1 -d{args.duration}s on loopback, one worker each")
+
+
+def report(
+    figures: dict[str, tuple[tuple[Result, float], tuple[Result, float], int]], how: str
+) -> None:
+    print(how)
+    print(
+        f"{'endpoint':<29}{'bytes':>10}{'p50 ms':>9}{'p99 ms':>9}{'CPU ms/req':>12}"
+        f"{'bare p50':>10}{'bare CPU':>10}{'CPU ratio':>11}"
+    )
+    for (ours, cpu), (bare, bare_cpu), size in figures.values():
+        print(
+            f"{ours.name:<29}{size:>10,}{ours.p50_ms:>9.2f}{ours.p99_ms:>9.2f}{cpu:>12.2f}"
+            f"{bare.p50_ms:>10.2f}{bare_cpu:>10.2f}{cpu / bare_cpu:>10.1f}x"
+        )
+    (_, cpu), (_, bare_cpu), _ = figures[TIMELINE]
+    ratio = cpu / bare_cpu
+    print(
+        f"target: timeline of 500 checkpoints, CPU <= 2x the bare endpoint's: {ratio:.2f}x "
+        f"({'met' if ratio <= 2 else 'NOT met'})"
+    )
+    for name in (SNAPSHOT, GET_RUN):
+        p50 = figures[name][0][0].p50_ms
+        print(
+            f"target: {name} of 10,000 messages, p50 <= 60 ms: {p50:.1f} ms "
+            f"({'met' if p50 <= 60 else 'NOT met'})"
+        )
+
+
+if __name__ == "__main__":
+    main()

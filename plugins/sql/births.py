@@ -1,0 +1,74 @@
+"""New sessions with the runs they start and the runs' input, written in one go: every row
+as it would stand had the runs been inserted and their input then saved (see
+`Database.write_boundary`): each input takes the next places of its session's event log,
+one per message and one for the boundary, and bumps its run's revision. Nobody writes to
+a session before it exists, so its cursor is known here and nothing needs reading."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import msgspec
+
+from runpoint.plugins.sql.documents import document
+from runpoint.plugins.sql.run_rows import run_row
+from runpoint.types import Message, Run, Session
+
+
+class Births(NamedTuple):
+    """The rows to insert, by table."""
+
+    sessions: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+
+    def written(self, runs: Sequence[Run]) -> None:
+        """Once the rows are written: each run's revision as its row has it."""
+        revisions = {row["run_id"]: row["revision"] for row in self.runs}
+        for run in runs:
+            run.revision = revisions[run.run_id]
+
+
+def births(
+    sessions: Sequence[Session], runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]]
+) -> Births:
+    """The rows of `sessions` and of the `runs` they start, with their input."""
+    cursors = {s.session_id: s.event_seq for s in sessions}
+    born_runs, born_messages = [], []
+    for run in runs:
+        if run.session_id not in cursors:
+            raise ValueError(f"run {run.run_id} does not start one of these sessions")
+        row = run_row(run)
+        if new := incoming.get(run.run_id):
+            first, place = run.message_count - len(new), cursors[run.session_id] + 1
+            born_messages += [
+                {
+                    "run_id": run.run_id,
+                    "idx": first + n,
+                    "role": m.role,
+                    "data": document(m),
+                    "event_seq": place + n,
+                }
+                for n, m in enumerate(new)
+            ]
+            cursors[run.session_id] += len(new) + 1
+            row["revision"] += 1
+        born_runs.append(row)
+    session_rows = [session_row(s, cursors[s.session_id]) for s in sessions]
+    return Births(session_rows, born_runs, born_messages)
+
+
+def session_row(session: Session, event_seq: int) -> dict[str, Any]:
+    # the cursor, the lock and the name live in their columns only: no stale copy in the
+    # document (the name is written apart, as a rename: most sessions have none)
+    stored = msgspec.structs.replace(session, event_seq=0, locked=None, session_name=None)
+    return {
+        "session_id": session.session_id,
+        "agent_id": session.agent_id,
+        "team_id": session.team_id,
+        "forked_from_session_id": session.forked_from_session_id,
+        "created_at": session.created_at,
+        "event_seq": event_seq,
+        "data": document(stored),
+    }

@@ -1,0 +1,83 @@
+"""The console reconnects a lost stream by itself: the connection of a run's stream breaks
+after a few events (the page's fetch is made to fail there, as a network does), the console
+joins the run's stream again from the last event it had, and the run opens as if nothing
+happened. What it was sent, concatenated, is the run's uninterrupted stream."""
+
+from __future__ import annotations
+
+import httpx
+from playwright.sync_api import expect
+
+from tests.http import sse
+
+from .conftest import Console
+from .test_console import start_run
+
+KEPT = 5  # events the broken stream gives before it fails
+
+# Wraps the page's fetch: the first run stream it starts fails after KEPT whole events;
+# what every stream of a run gave is kept in window.streamed, in order.
+BREAK_THE_FIRST_STREAM = """
+(() => {
+  const fetch = window.fetch;
+  let broken = false;
+  window.streamed = [];
+  window.fetch = async (input, init) => {
+    const response = await fetch(input, init);
+    const accept = (init && init.headers && init.headers.Accept) || "";
+    if (!accept.includes("text/event-stream") || !response.ok) return response;
+    const breaks = !broken;
+    broken = true;
+    const index = window.streamed.push("") - 1;
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    const encoder = new TextEncoder();
+    let text = "";
+    const body = new ReadableStream({
+      async pull(controller) {
+        const { value, done } = await reader.read();
+        if (done) return controller.close();
+        text += decoder.decode(value, { stream: true });
+        const blocks = text.split("\\n\\n");
+        if (breaks && blocks.length > KEPT + 1) {
+          const kept = blocks.slice(0, KEPT + 1).join("\\n\\n") + "\\n\\n";
+          controller.enqueue(encoder.encode(kept.slice(window.streamed[index].length)));
+          window.streamed[index] = kept;
+          reader.cancel();
+          return controller.error(new TypeError("network error"));
+        }
+        window.streamed[index] = text;
+        controller.enqueue(value);
+      },
+    });
+    return new Response(body, { status: response.status, headers: response.headers });
+  };
+})();
+""".replace("KEPT", str(KEPT))
+
+
+def test_a_lost_stream_is_joined_again_without_gaps_or_repeats(console: Console) -> None:
+    page = console.page
+    joins: list[str | None] = []
+    page.on(
+        "request",
+        lambda r: joins.append(r.headers.get("last-event-id")) if "/events?" in r.url else None,
+    )
+    page.add_init_script(BREAK_THE_FIRST_STREAM)
+    console.open()
+    run_id = start_run(page)
+    expect(page.locator("body")).not_to_contain_text("The stream was lost")
+
+    broken, *rejoined = page.evaluate("window.streamed")
+    got = sse.parse(broken)
+    assert len(got) == KEPT
+    assert joins == [str(got[-1].id)]  # once, from the last whole event it had
+    assert len(rejoined) == 1
+    # the rejoined stream starts with `retry:` as every stream does
+    got += sse.parse(rejoined[0])
+    session_id = got[0].data["session_id"]
+    whole = httpx.get(
+        f"{console.base_url}/agents/travel-agent/runs/{run_id}/events",
+        params={"session_id": session_id, "events": "all"},
+    )
+    assert [e.text for e in got] == [e.text for e in sse.parse(whole.text)]

@@ -1,0 +1,134 @@
+"""The hot reads: get-run, a snapshot and a session's runs say what the run's messages say
+(read as views, encoded as stored), and a run's timeline is made once per revision."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+import pytest
+
+from runpoint.adapters.litestar import build
+from runpoint.plugins.demo import agents
+from runpoint.services import Runpoint
+from runpoint.types import Message, Segment
+
+
+@pytest.fixture
+async def rp(database: str) -> AsyncIterator[Runpoint]:
+    async with Runpoint(agents, database=database) as rp:
+        yield rp
+
+
+@pytest.fixture
+async def client(rp: Runpoint) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=build(rp))  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        yield client
+
+
+def on_the_wire(m: Message) -> dict[str, Any]:
+    """What a message says on the wire (docs/http.md): Agno's keys, left out when empty."""
+    said: dict[str, Any] = {"id": m.id, "role": m.role, "created_at": int(m.created_at)}
+    if m.tool_calls:
+        said["tool_calls"] = [
+            {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}, "type": "function"}
+            for c in m.tool_calls
+        ]
+    if m.usage:
+        total = m.usage.input_tokens + m.usage.output_tokens
+        said["metrics"] = msgspec.to_builtins(m.usage) | {
+            "total_tokens": total,
+            "duration": None,
+            "time_to_first_token": None,
+        }
+    if m.role == "tool":
+        said["tool_call_error"] = m.tool_call_error
+    fields = ("content", "model", "tool_call_id", "tool_name", "tool_args")
+    return said | {f: getattr(m, f) for f in fields if getattr(m, f) is not None}
+
+
+def heard(message: dict[str, Any]) -> dict[str, Any]:
+    """A wire message with its calls' arguments read back from their JSON text."""
+    for call in message.get("tool_calls", ()):
+        call["function"]["arguments"] = msgspec.json.decode(call["function"]["arguments"])
+    return message
+
+
+async def test_a_run_reads_as_its_messages_say(rp: Runpoint, client: httpx.AsyncClient) -> None:
+    answer = await client.post(
+        "/agents/travel-agent/runs", json={"message": "Paris and Tokyo?", "stream": False}
+    )
+    run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
+    detail = await rp.get_run(run_id)
+    said = [on_the_wire(m) for m in detail.messages]
+    tools = msgspec.to_builtins(detail.tools)
+    assert any("tool_calls" in m for m in said) and any(m["role"] == "tool" for m in said)
+    path = f"/agents/travel-agent/runs/{run_id}"
+
+    got = (await client.get(path, params={"session_id": session_id})).json()
+    [listed] = (await client.get(f"/sessions/{session_id}/runs")).json()
+    cut = (await client.get(f"{path}/checkpoints/3", params={"session_id": session_id})).json()
+
+    assert [heard(m) for m in answer.json()["messages"]] == said
+    assert [heard(m) for m in got["messages"]] == said and got["tools"] == tools
+    assert [heard(m) for m in listed["messages"]] == said and listed["tools"] == tools
+    assert [heard(m) for m in cut["snapshot"]["messages"]] == said[:3]
+    assert cut["snapshot"]["tools"] == [t for t in tools if t["message_index"] < 3]
+
+
+class Counted:
+    """Counts the storage's reads of checkpoints."""
+
+    def __init__(self, rp: Runpoint, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.reads = 0
+        read = rp.storage.list_checkpoints
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.reads += 1
+            return await read(*args, **kwargs)
+
+        monkeypatch.setattr(rp.storage, "list_checkpoints", counted)
+
+
+async def test_a_timeline_is_made_once_per_revision_of_its_run(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = await client.post(
+        "/agents/booking-agent/runs", json={"message": "Lima", "stream": False}
+    )
+    run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
+    [call] = answer.json()["tools"]
+    path = f"/agents/booking-agent/runs/{run_id}/checkpoints"
+    counted = Counted(rp, monkeypatch)
+
+    first = await client.get(path, params={"session_id": session_id})
+    again = await client.get(path, params={"session_id": session_id})
+    assert again.content == first.content and counted.reads == 1
+
+    decided = {call["tool_call_id"]: True}
+    await (await rp.continue_run(run_id, tools=decided)).result()  # the same run, moved on
+    moved = await client.get(path, params={"session_id": session_id})
+    assert counted.reads == 2
+    assert len(moved.json()["checkpoints"]) > len(first.json()["checkpoints"])
+    assert moved.json()["checkpoints"][-1]["status"] == "COMPLETED"
+    other = await client.get(path, params={"session_id": "another"})
+    assert other.status_code == 404  # read from what is kept, refused all the same
+
+
+async def test_a_forks_timeline_is_made_on_every_request(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = await (await rp.create_run("travel-agent", "Paris and Tokyo?")).result()
+    fork = await (await rp.continue_run(source.run_id, continue_from=3, input="Lyon?")).result()
+    assert fork.segments[0] == Segment(source.run_id, 0, 3)
+    path = f"/agents/travel-agent/runs/{fork.run_id}/checkpoints"
+    counted = Counted(rp, monkeypatch)
+
+    first = await client.get(path, params={"session_id": fork.session_id})
+    again = await client.get(path, params={"session_id": fork.session_id})
+
+    assert again.content == first.content and counted.reads == 2
+    assert first.json()["checkpoints"][0]["run_id"] == source.run_id  # its source's, inherited
