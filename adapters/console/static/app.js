@@ -4,7 +4,9 @@
 import { api, ApiError, FINAL_EVENTS } from "./api.js";
 import { compareForm, diffView } from "./compare.js";
 import { setUpSignOut } from "./credentials.js";
+import { decisionForm } from "./decisions.js";
 import { empty, errorBox, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
+import { editActions } from "./edits.js";
 import { checkpointLabel, LiveRun, timelineStrip, transcript } from "./transcript.js";
 import { lineageText, renderRunTree, renderSessions, runForest } from "./tree.js";
 
@@ -267,7 +269,11 @@ function renderRun() {
   const { run, checkpoints } = state.run;
   const selected = state.at;
   const selectAt = (k) => go(href.run(run.session_id, run.run_id, k), "inspector-title");
-  const waiting = (run.tools || []).filter((t) => t.result === null);
+  const waits = (t) => t.result === null && (t.requires_confirmation || t.in_doubt);
+  const deciding = run.status === "PAUSED" ? (run.tools || []).filter(waits) : [];
+  // continue the run as a person says: with decisions in place, or with edits in a fork
+  const resume = (body, { title, submit, errors }) =>
+    stream({ title, events: api.continueRun(run.agent_id, run.run_id, body), submit, errors });
   fill(
     $("run-title"),
     `Run ${shortId(run.run_id)} `,
@@ -287,15 +293,24 @@ function renderRun() {
       fact("Tokens", `${run.metrics.input_tokens} in · ${run.metrics.output_tokens} out`),
     ),
     run.error ? h("div", { class: "state error" }, h("p", { class: "error-title" }, "The run failed"), h("p", {}, run.error)) : null,
-    waiting.length
-      ? h("p", { class: "note" }, `Paused: ${waiting.map((t) => t.tool_name).join(", ")} waits for a person's decision.`)
+    deciding.length
+      ? [
+          h("p", { class: "note" }, `Paused: ${deciding.map((t) => t.tool_name).join(", ")} waits for a person's decision.`),
+          decisionForm(run, deciding, { send: resume }),
+        ]
       : null,
     h("h3", { class: "section-title" }, "Checkpoints"),
     checkpoints.length
       ? timelineStrip(run, checkpoints, { selected, select: selectAt })
       : empty("This run has no checkpoints yet."),
     h("h3", { class: "section-title" }, "Transcript"),
-    run.messages?.length ? transcript(run, checkpoints, { selected, select: selectAt }) : empty("No messages yet."),
+    run.messages?.length
+      ? transcript(run, checkpoints, {
+          selected,
+          select: selectAt,
+          actions: selected === null ? null : editActions(run, selected, { fork: resume }),
+        })
+      : empty("No messages yet."),
   );
 }
 
@@ -370,6 +385,7 @@ function renderSnapshot(snap) {
       ? h("p", { class: "meta" }, `Last message (${cp.message_role}): `, h("q", {}, cp.message_preview))
       : null,
     form,
+    h("p", { class: "meta" }, "Or change what came before it: the transcript's Edit buttons make a new run forked here with your edit."),
   );
 }
 
