@@ -1,5 +1,5 @@
-"""Commands: create a run, continue one (`runpoint.continuation`), cancel one, fork a
-session.
+"""Commands: create a run, continue one (`runpoint.continuation`), fan one out
+(`runpoint.fan_out`), cancel one, fork a session.
 
 Each command that takes an Idempotency-Key takes one request struct, which is also its
 fingerprint (`runpoint.idempotency`): what only says how the answer is delivered (`stream`)
@@ -21,6 +21,7 @@ from runpoint.agent import Agent
 from runpoint.continuation import Continuation, ContinueRun
 from runpoint.errors import Conflict, InvalidRequest, NotFound
 from runpoint.execution import POLL_SECONDS, Executor, RunHandle
+from runpoint.fan_out import FanOut, fan_out
 from runpoint.host import PluginHost
 from runpoint.queries import Queries
 from runpoint.recovery import Leases
@@ -181,6 +182,25 @@ class Commands:
         operation = f"continue_run {request.agent_id} {request.run_id}"
         return await self._once(idempotency_key, operation, request, start)
 
+    async def fan_out(
+        self, request: FanOut, *, idempotency_key: str | None = None
+    ) -> list[RunHandle]:
+        """Fork a run at one boundary into several new runs, begun together (see
+        `runpoint.fan_out`); a retry with the same key gets the first request's runs."""
+        start = partial(fan_out, self.continuation, request)
+        if idempotency_key is None:
+            return await start(None)
+        return await idempotency.once(
+            self.storage,
+            self.leases,
+            idempotency_key,
+            f"fan_out {request.agent_id} {request.run_id}",
+            request,
+            start,
+            self._replay_all,
+            wait_seconds=self.busy_timeout,
+        )
+
     # -- cancel and fork -----------------------------------------------------------
 
     async def cancel(
@@ -263,3 +283,6 @@ class Commands:
     async def _replay(self, run_id: str) -> RunHandle:
         """A handle on a run another request started."""
         return self.executor.follow(await self.queries.run(run_id), replayed=True)
+
+    async def _replay_all(self, run_ids: str) -> list[RunHandle]:
+        return [await self._replay(run_id) for run_id in run_ids.split()]

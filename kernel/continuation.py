@@ -6,13 +6,15 @@ everything else creates a new run with lineage, so history is never rewritten.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import partial
 
 import msgspec
 
-from runpoint import boundaries, idempotency, transcript
+from runpoint import boundaries, edits, idempotency, tool_calls, transcript
 from runpoint.agent import Agent
 from runpoint.boundaries import ContinueFrom
+from runpoint.edits import EditRequest
 from runpoint.errors import Conflict, InvalidRequest, NotContinuable
 from runpoint.execution import Executor, RunHandle
 from runpoint.host import PluginHost
@@ -22,18 +24,28 @@ from runpoint.sessions import Sessions
 from runpoint.storage import Storage
 from runpoint.types import (
     IN_FLIGHT,
+    Approve,
     Decision,
     KeyClaim,
     Message,
     Run,
     RunStatus,
-    Segment,
     ToolCall,
     new_id,
 )
 
 # statuses of a run that "continue from end" picks up again in place
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
+
+
+class Branch(msgspec.Struct, frozen=True, kw_only=True):
+    """What a new run forked at a boundary starts with, besides its source's history:
+    edits to that history, a new input, and a model or instructions of its own."""
+
+    input: str | None = None
+    edits: list[EditRequest] = []
+    model: str | None = None
+    instructions: str | None = None
 
 
 class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -49,8 +61,30 @@ class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     replace_original: bool | None = None
     # a person's decisions on a paused run's tool calls, by tool_call_id
     tools: dict[str, Decision] | None = None
+    # edits to the messages before the boundary: the continue makes a new run (a fork)
+    edits: list[EditRequest] = []
     model: str | None = None
     background: bool = False
+
+
+def checked_decisions(
+    agent: Agent, pending: list[ToolCall], decisions: Mapping[str, Decision]
+) -> dict[str, Decision]:
+    """A person's decisions on the paused calls `pending`, each checked: it names one of
+    them, and edited arguments fit the tool's schema (an edit that changes nothing is a
+    plain approval, so the transcript says what really happened)."""
+    calls = {c.id: c for c in pending}
+    if unknown := set(decisions) - set(calls):
+        raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+    checked: dict[str, Decision] = {}
+    for call_id, decision in decisions.items():
+        call = calls[call_id]
+        if isinstance(decision, Approve) and decision.arguments == call.arguments:
+            decision = True
+        elif isinstance(decision, Approve):
+            tool_calls.check_arguments(agent, call, decision.arguments)
+        checked[call_id] = decision
+    return checked
 
 
 class Continuation:
@@ -78,10 +112,10 @@ class Continuation:
 
         `regenerate` re-answers the run's final answer in a new run (tool work is kept)
         and, unless `replace_original` is False, marks the source REGENERATED. `tools` maps
-        the tool_call_id of a paused call to a person's decision: run it (True), do not
-        (False), or, for a call in doubt, the result it had (a string).
+        the tool_call_id of a paused call to a person's decision (`runpoint.types.Decision`):
+        run it, with edited arguments perhaps; do not, saying why perhaps; or its result.
         """
-        source = await self._source(request)
+        source = await self.source(request.run_id, request.session_id, request.agent_id)
         agent = self.queries.agent(source.agent_id)
         self._refuse_contradictions(request, source)
         index = await self._requested_boundary(request, source)
@@ -89,6 +123,7 @@ class Continuation:
             index == source.message_count
             and not request.fork
             and not request.regenerate
+            and not request.edits
             and source.status in RESUMABLE
         )
         # in place, the loop picks up whatever the tail holds (a paused batch, say);
@@ -103,39 +138,42 @@ class Continuation:
             return await self._resume(agent, source, pending, request, stream, claim)
         return await self._branch(agent, source, index, request, stream, claim)
 
-    async def _source(self, request: ContinueRun) -> Run:
-        """The run to continue, once its session's lock (a rollback's, perhaps) is settled."""
-        find = partial(
-            self.queries.run,
-            request.run_id,
-            session_id=request.session_id,
-            agent_id=request.agent_id,
-        )
+    async def source(self, run_id: str, session_id: str | None, agent_id: str | None) -> Run:
+        """The run to continue, once its session's lock (a rollback's, perhaps) is settled;
+        NotContinuable if it was rolled back out of its session."""
+        find = partial(self.queries.run, run_id, session_id=session_id, agent_id=agent_id)
         source = await find()
         session = await self.storage.get_session(source.session_id)
         if session is not None and session.locked is not None:
             await self.sessions.settle_lock(session)
             source = await find()  # rolled back, perhaps
-        return source
-
-    def _refuse_contradictions(self, request: ContinueRun, source: Run) -> None:
         if source.hidden:
             raise NotContinuable(
                 f"run {source.run_id} was rolled back out of its session; it is history only"
             )
-        if request.input is not None and not request.input.strip():
+        return source
+
+    def check(self, branch: Branch) -> None:
+        """Refuse what a new run cannot start with, before anything starts."""
+        if branch.input is not None and not branch.input.strip():
             raise InvalidRequest("input must not be empty")
+        if branch.model is not None:
+            self.host.model(branch.model)  # unknown providers fail here
+
+    def _refuse_contradictions(self, request: ContinueRun, source: Run) -> None:
+        self.check(Branch(input=request.input, model=request.model))
         if request.replace_original is not None and not request.regenerate:
             raise InvalidRequest("replace_original applies only with regenerate")
         if request.regenerate and (
-            request.input is not None or request.fork or request.continue_from != "end"
+            request.input is not None
+            or request.fork
+            or request.continue_from != "end"
+            or request.edits
         ):
             raise InvalidRequest(
                 "regenerate chooses its own boundary and always makes a new run; "
-                "it takes no input, fork or continue_from"
+                "it takes no input, fork, continue_from or edits"
             )
-        if request.model is not None:
-            self.host.model(request.model)  # unknown providers fail here, before anything starts
 
     async def _requested_boundary(self, request: ContinueRun, source: Run) -> int:
         if not request.regenerate:
@@ -155,10 +193,8 @@ class Continuation:
         claim: KeyClaim | None,
     ) -> RunHandle:
         """Pick the run up again where it stopped, with a new input or a person's decisions."""
-        decisions = request.tools or {}
         self.executor.refuse_active(run)
-        if unknown := set(decisions) - {c.id for c in pending}:
-            raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+        decisions = checked_decisions(agent, pending, request.tools or {})
         if pending and request.input is not None:
             raise InvalidRequest(
                 "the run is waiting for tool decisions; send `tools`, not a new input"
@@ -203,28 +239,42 @@ class Continuation:
                 raise Conflict(f"run {source.run_id} is in flight; it cannot be replaced yet")
             source.status = RunStatus.REGENERATED
             await self.storage.save(source, [], None)
+        branch = Branch(input=request.input, edits=request.edits, model=request.model)
+        run, rows, new = await self.fork(agent, source, index, branch)
+        if request.regenerate:
+            run.regenerated_from = source.run_id
+        self.executor.accept(run, background=request.background, stream=stream)
+        await self.storage.create_runs(
+            [run], {run.run_id: rows}, answering=idempotency.answering(claim, run.run_id)
+        )
+        return await self.executor.begin(
+            agent, run, new, stream=stream, background=request.background
+        )
+
+    async def fork(
+        self, agent: Agent, source: Run, index: int, branch: Branch
+    ) -> tuple[Run, list[Message], list[Message]]:
+        """A new run at the source's whole boundary `index`, not written yet: the run, the
+        rows it is born with (edited messages, its input), and its input."""
         run_id = new_id()
-        new = [Message(role="user", content=request.input)] if request.input is not None else []
+        new = [Message(role="user", content=branch.input)] if branch.input is not None else []
+        born = await edits.birth(self.storage, agent, source, index, branch.edits, run_id, new)
         run = Run(
             run_id=run_id,
             session_id=source.session_id,
             agent_id=source.agent_id,
             team_id=source.team_id,
             user_id=source.user_id,
-            input=request.input if request.input is not None else source.input,
-            model=request.model or agent.model_name,
+            input=branch.input if branch.input is not None else source.input,
+            model=branch.model or agent.model_name,
             policy=agent.checkpoint,
-            segments=[*transcript.cut(source.segments, index), Segment(run_id, index)],
-            message_count=index + len(new),
+            segments=born.segments,
+            message_count=born.message_count,
             previous_run_id=source.previous_run_id,
             forked_from_run_id=source.run_id,
             forked_from_message_index=index,
-            regenerated_from=source.run_id if request.regenerate else None,
+            edits=born.edits,
+            instructions=branch.instructions,
+            decisions=born.decisions,
         )
-        self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.create_runs(
-            [run], {run_id: new}, answering=idempotency.answering(claim, run_id)
-        )
-        return await self.executor.begin(
-            agent, run, new, stream=stream, background=request.background
-        )
+        return run, born.rows, new

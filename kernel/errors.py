@@ -30,6 +30,11 @@ class InvalidRequest(RunpointError):
     """A request that is well-formed but makes no sense (400)."""
 
 
+class InvalidArguments(RunpointError):
+    """Tool arguments a person wrote (an edit) that the tool's schema refuses; the message
+    names the field (422, as any input that does not fit its schema)."""
+
+
 class ConfigurationError(RunpointError):
     """An agent or plugin set up wrongly: unknown model, policy or storage."""
 

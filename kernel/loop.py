@@ -140,8 +140,9 @@ class Execution:
 
     async def model_turn(self) -> None:
         self.event("ModelRequestStarted", model=self.model.name)
+        instructions = self.run.instructions
         request = ModelRequest(
-            instructions=self.agent.instructions,
+            instructions=self.agent.instructions if instructions is None else instructions,
             messages=self.history + self.transcript,
             tools=[t.schema for t in self.agent.tool_map.values()],
             watched=self.watched,
@@ -195,7 +196,7 @@ class Execution:
 
     async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
-            self.event("ToolCallStarted", tool=tool_calls.info(call))
+            self.event("ToolCallStarted", tool=tool_calls.info(call, self.decisions.get(call.id)))
         # Durably first, in one write: the intent of each side-effecting call starting now,
         # and the decisions to run one, spent (a call runs once per decision; if its process
         # dies in it, it is in doubt and a person decides again). Other decisions stay until
@@ -207,7 +208,8 @@ class Execution:
         spent = {
             c.id
             for c in calls
-            if tool_calls.is_recorded(self.agent, c) and self.decisions.get(c.id) is True
+            if tool_calls.is_recorded(self.agent, c)
+            and tool_calls.approved(self.decisions.get(c.id))
         }
         if starting or spent:
             self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
@@ -220,7 +222,7 @@ class Execution:
             self.append(message)
             self.event(
                 "ToolCallCompleted",
-                tool=tool_calls.info(call)
+                tool=tool_calls.info(call, self.decisions.get(call.id))
                 | {"result": message.content, "tool_call_error": message.tool_call_error},
             )
         self.run.in_doubt = []
@@ -247,15 +249,16 @@ class Execution:
             result, failed = refused, True
         else:
             took = stopwatch()
-            result, failed = await tool_calls.run(self.agent, call)
+            result, failed = await tool_calls.run(self.agent, call, decision)
             ran = took()
         message = Message(
             role="tool",
             content=result,
             tool_call_id=call.id,
             tool_name=call.name,
-            tool_args=call.arguments,
+            tool_args=tool_calls.arguments(call, decision),
             tool_call_error=failed,
+            ruling=tool_calls.ruling(decision),
         )
         if ran is not None:
             self.hook.runpoint_tool_call_done(run=self.run, message=message, timing=ran)

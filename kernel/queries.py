@@ -154,6 +154,7 @@ class Transcripts(Generic[M]):
             error=run.error if index == run.message_count else None,
             cancel_requested=run.cancel_requested and index == run.message_count,
             last_checkpoint_at_message_index=earlier[-1].message_index if earlier else None,
+            edits=[e for e in run.edits if e.message_index < index],
         )
         return Snapshot(message_index, index, checkpoint, self._detail(as_of, messages))
 

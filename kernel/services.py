@@ -14,11 +14,15 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Literal
 
+from runpoint import diffs
 from runpoint.agent import Agent
 from runpoint.boundaries import ContinueFrom
 from runpoint.commands import Commands, CreateRun, ForkSession
-from runpoint.continuation import ContinueRun
+from runpoint.continuation import Branch, ContinueRun
+from runpoint.diffs import Diff
+from runpoint.edits import EditRequest
 from runpoint.execution import Executor, RunHandle
+from runpoint.fan_out import FanOut
 from runpoint.host import PluginHost
 from runpoint.queries import Queries, RunDetail, Snapshot
 from runpoint.recovery import Leases
@@ -224,6 +228,29 @@ class Runpoint:
             run_id, message_index, session_id=session_id, agent_id=agent_id
         )
 
+    async def diff(
+        self,
+        run_id: str,
+        *,
+        message_index: int | None = None,
+        other_run_id: str | None = None,
+        other_message_index: int | None = None,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+    ) -> Diff:
+        """From `run_id` at `message_index` to `other_run_id` (the same run if None) at
+        `other_message_index`, each None for a run's end (see `runpoint.diffs`)."""
+        return await diffs.diff(
+            self.storage,
+            self.queries,
+            run_id,
+            message_index,
+            other_run_id or run_id,
+            other_message_index,
+            session_id=session_id,
+            agent_id=agent_id,
+        )
+
     async def continue_run(
         self,
         run_id: str,
@@ -236,13 +263,15 @@ class Runpoint:
         regenerate: bool = False,
         replace_original: bool | None = None,
         tools: Mapping[str, Decision] | None = None,
+        edits: Sequence[EditRequest] = (),
         model: str | None = None,
         stream: bool = False,
         background: bool = False,
         idempotency_key: str | None = None,
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries (see
-        `runpoint.continuation`)."""
+        `runpoint.continuation`), with `edits` to the messages before it perhaps (a new
+        run, see `runpoint.edits`)."""
         request = ContinueRun(
             run_id=run_id,
             session_id=session_id,
@@ -253,12 +282,36 @@ class Runpoint:
             regenerate=regenerate,
             replace_original=replace_original,
             tools=dict(tools) if tools is not None else None,
+            edits=list(edits),
             model=model,
             background=background,
         )
         return await self.commands.continue_run(
             request, stream=stream, idempotency_key=idempotency_key
         )
+
+    async def fan_out(
+        self,
+        run_id: str,
+        branches: Sequence[Branch],
+        *,
+        session_id: str | None = None,
+        agent_id: str | None = None,
+        continue_from: ContinueFrom = "end",
+        background: bool = False,
+        idempotency_key: str | None = None,
+    ) -> list[RunHandle]:
+        """Fork `run_id` at `continue_from` into one new run per branch (1 to 8), all or
+        nothing, executed concurrently (see `runpoint.fan_out`)."""
+        request = FanOut(
+            run_id=run_id,
+            branches=list(branches),
+            session_id=session_id,
+            agent_id=agent_id,
+            continue_from=continue_from,
+            background=background,
+        )
+        return await self.commands.fan_out(request, idempotency_key=idempotency_key)
 
     async def cancel(
         self, run_id: str, *, session_id: str | None = None, agent_id: str | None = None

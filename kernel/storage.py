@@ -44,10 +44,13 @@ class RunStore(Protocol):
     ) -> None:
         """Insert new runs (forks), all or nothing; Locked if their session is locked.
 
-        A run is born with its input: its `incoming[run_id]` messages (the last of its
-        `message_count`) are written in the same transaction, exactly as `save` would write
-        them right after the insert (the next places of the session's event log; the run's
-        `revision` bumped, in the row and on the `Run`), so no run is ever without them."""
+        A run is born with its input: its `incoming[run_id]` messages are written in the
+        same transaction, exactly as `save` would write them right after the insert (the
+        next places of the session's event log; the run's `revision` bumped, in the row and
+        on the `Run`), so no run is ever without them. They are its own rows below its
+        `message_count`, in index order (`runpoint.transcript.own_indexes`): the last ones,
+        but for a fork born with edits, whose own segments also hold the messages it
+        edited, between the segments it inherits."""
 
     async def start_in_session(
         self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
@@ -79,7 +82,8 @@ class TranscriptStore(Protocol):
         events: Sequence[RunEvent] = (),
     ) -> None:
         """One durable boundary, in one transaction: append `messages` (the last
-        `len(messages)` of `run.message_count`), update the run row, write `checkpoint`
+        `len(messages)` of `run.message_count`, at `runpoint.transcript.own_indexes`),
+        update the run row, write `checkpoint`
         (unless the run has one at its index: the first stands, so an id once announced
         stays resolvable), record that the side-effecting calls `intents` (tool_call_ids)
         are about to run, and append `events` to the run's event log (as `append_events`).

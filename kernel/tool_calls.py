@@ -5,14 +5,16 @@ a failed run); and recording the results of a batch's calls as they finish."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 from runpoint.agent import Agent
+from runpoint.errors import InvalidArguments, InvalidRequest
 from runpoint.model import MAX_TOOL_CALL_ID_LENGTH
-from runpoint.types import Decision, Message, ToolCall
+from runpoint.types import Approve, Decision, Message, Reject, Ruling, ToolCall
 
 REJECTED = "The user rejected this tool call."
 SKIPPED = "A person chose not to run this call again: it may have run before its process died."
@@ -57,6 +59,53 @@ def undecided(
     ]
 
 
+def approved(decision: Decision | None) -> bool:
+    """Whether a person decided to run the call (as proposed, or with edited arguments)."""
+    return decision is True or isinstance(decision, Approve)
+
+
+def ruling(decision: Decision | None) -> Ruling | None:
+    """What a person's decision was, as the call's result records it."""
+    if decision is None:
+        return None
+    if isinstance(decision, str):
+        return "answered"
+    if isinstance(decision, Approve):
+        return "edited"
+    return "approved" if decision is True else "rejected"
+
+
+def arguments(call: ToolCall, decision: Decision | None) -> dict[str, Any]:
+    """The arguments the call runs with: a person's edit, else the model's."""
+    return decision.arguments if isinstance(decision, Approve) else call.arguments
+
+
+def check_arguments(agent: Agent, call: ToolCall, edited: dict[str, Any]) -> None:
+    """Refuse arguments a person wrote for `call` that its tool's schema refuses
+    (InvalidArguments, naming the field), before anything is accepted."""
+    tool = agent.tool_map.get(call.name)
+    if tool is None:
+        raise InvalidRequest(f"tool call {call.id} names no tool of this agent ({call.name!r})")
+    try:
+        msgspec.convert(edited, tool.arguments, strict=False)
+    except msgspec.ValidationError as exc:
+        raise InvalidArguments(
+            f"the arguments for tool call {call.id} do not fit {call.name}'s schema: "
+            f"{_field_named(exc)}"
+        ) from None
+
+
+def _field_named(exc: msgspec.ValidationError) -> str:
+    """msgspec's complaint with its field first: `arguments.city: Expected ...`."""
+    message, _, where = str(exc).partition(" - at `$")
+    field = "arguments" + where.rstrip("`")
+    if missing := re.fullmatch(r"Object missing required field `(.+)`", message):
+        return f"{field}.{missing[1]} is required"
+    if unknown := re.fullmatch(r"Object contains unknown field `(.+)`", message):
+        return f"{field}.{unknown[1]} is not a parameter of the tool"
+    return f"{field}: {message}"
+
+
 def refusal(
     agent: Agent, call: ToolCall, decision: Decision | None, *, in_doubt: bool
 ) -> str | None:
@@ -64,26 +113,35 @@ def refusal(
     tool = agent.tool_map.get(call.name)
     if tool is None:
         return f"Unknown tool {call.name!r}."
-    if tool.requires_confirmation and decision is not True:
+    if isinstance(decision, Reject):
+        return f"{REJECTED} The reason given: {decision.reason}"
+    if tool.requires_confirmation and not approved(decision):
         return REJECTED
-    if in_doubt and decision is not True:
+    if in_doubt and not approved(decision):
         return SKIPPED
+    if decision is False:
+        return REJECTED
     return None
 
 
-async def run(agent: Agent, call: ToolCall) -> tuple[str, bool]:
-    """Run a call of one of the agent's tools: its result and whether it failed."""
+async def run(agent: Agent, call: ToolCall, decision: Decision | None) -> tuple[str, bool]:
+    """Run a call of one of the agent's tools with the arguments a person decided (the
+    model's, or their edit): its result and whether it failed."""
     try:
-        return await agent.tool_map[call.name](call.arguments), False
+        return await agent.tool_map[call.name](arguments(call, decision)), False
     except msgspec.ValidationError as exc:
         return f"Invalid arguments for {call.name}: {exc}", True
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}", True
 
 
-def info(call: ToolCall) -> dict[str, Any]:
-    """A call as events describe it."""
-    return {"tool_call_id": call.id, "tool_name": call.name, "tool_args": call.arguments}
+def info(call: ToolCall, decision: Decision | None = None) -> dict[str, Any]:
+    """A call as events describe it (with the arguments it runs with)."""
+    return {
+        "tool_call_id": call.id,
+        "tool_name": call.name,
+        "tool_args": arguments(call, decision),
+    }
 
 
 class Recorder:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from runpoint.types import Args, Message, Segment, ToolExecutionOf, Usage
+from runpoint.types import Args, Message, Ruling, Run, Segment, ToolExecutionOf, Usage
 
 A = TypeVar("A", covariant=True)
 
@@ -40,6 +40,10 @@ class Said(Protocol[C]):
     def tool_call_id(self) -> str | None: ...
     @property
     def tool_call_error(self) -> bool: ...
+    @property
+    def tool_args(self) -> Any: ...  # a result's: as its call's arguments are
+    @property
+    def ruling(self) -> Ruling | None: ...
 
 
 CallT = TypeVar("CallT", bound=Call[Any])
@@ -113,24 +117,29 @@ def tool_executions(
     start: int = 0,
 ) -> list[ToolExecutionOf[Args]]:
     """Every tool call in the transcript from message `start` on, with its result where it
-    has one (a call's result follows it)."""
+    has one (a call's result follows it): the arguments it ran with, and the model's where
+    a person edited them."""
     results = {m.tool_call_id: m for m in messages[start:] if m.role == "tool"}
     confirm = confirmation_required or {}
     executions = []
     for index in range(start, len(messages)):
         for call in messages[index].tool_calls or ():
             result = results.get(call.id)
+            # what a person's edit ran with, where one did
+            ran = result.tool_args if result is not None and result.ruling == "edited" else None
             needs = confirm.get(call.name, False)
             executions.append(
                 ToolExecutionOf(
                     tool_call_id=call.id,
                     tool_name=call.name,
-                    tool_args=call.arguments,
+                    tool_args=call.arguments if ran is None else ran,
                     result=result.content if result else None,
                     tool_call_error=result.tool_call_error if result else False,
                     requires_confirmation=needs,
                     in_doubt=call.id in in_doubt,
                     message_index=index,
+                    ruling=result.ruling if result else None,
+                    proposed_args=None if ran is None else call.arguments,
                 )
             )
     return executions
@@ -151,10 +160,26 @@ def _short_args(arguments: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in arguments.items())
 
 
-def cut(segments: Sequence[Segment], index: int) -> list[Segment]:
-    """The segments that lay out a transcript's first `index` messages."""
-    return [
-        Segment(s.run_id, s.start, index if s.end is None else min(s.end, index))
-        for s in segments
-        if s.start < index
-    ]
+def cut(segments: Sequence[Segment], index: int, start: int = 0) -> list[Segment]:
+    """The segments that lay out messages `start` to `index` (excluded) of a transcript."""
+    found = []
+    for s in segments:
+        lo, hi = max(s.start, start), index if s.end is None else min(s.end, index)
+        if lo < hi:
+            found.append(Segment(s.run_id, lo, hi))
+    return found
+
+
+def own_indexes(run: Run, count: int) -> range | list[int]:
+    """The indexes of the run's last `count` own rows below its `message_count`: where a
+    save (or a birth) writes `count` new messages. They are the open tail's last ones,
+    but for a fork born with edits, whose own rows also lie between inherited ones."""
+    tail = run.segments[-1] if run.segments else None
+    if tail is not None and tail.run_id == run.run_id and run.message_count - count >= tail.start:
+        return range(run.message_count - count, run.message_count)  # every save
+    found: list[int] = []
+    for s in reversed(run.segments):
+        if s.run_id == run.run_id and len(found) < count:
+            end = run.message_count if s.end is None else min(s.end, run.message_count)
+            found[:0] = range(max(s.start, end - (count - len(found))), end)
+    return found

@@ -13,8 +13,27 @@ import msgspec
 from runpoint.tenancy import DEFAULT_TEAM
 
 Role = Literal["system", "user", "assistant", "tool"]
-# a person's decision on a paused tool call: run it (True), do not (False), or its result (str)
-Decision = bool | str
+
+
+class Approve(msgspec.Struct, frozen=True, tag="approve"):
+    """A person's decision to run a paused tool call with `arguments`, their edit of the
+    model's (checked against the tool's schema before it is accepted)."""
+
+    arguments: dict[str, Any]
+
+
+class Reject(msgspec.Struct, frozen=True, tag="reject"):
+    """A person's decision not to run a paused tool call, and why: the model reads `reason`."""
+
+    reason: str
+
+
+# A person's decision on a paused tool call: run it as the model proposed (True), do not
+# (False), its result, given instead of running it (a str), run it with edited arguments
+# (Approve), or do not and say why (Reject).
+Decision = bool | str | Approve | Reject
+# What a person decided about a call, as its result records it
+Ruling = Literal["approved", "edited", "rejected", "answered"]
 
 
 def new_id() -> str:
@@ -82,8 +101,11 @@ class Message(msgspec.Struct, omit_defaults=True):
     # tool results
     tool_call_id: str | None = None
     tool_name: str | None = None
-    tool_args: dict[str, Any] | None = None
+    tool_args: dict[str, Any] | None = None  # the arguments it ran with
     tool_call_error: bool = False
+    ruling: Ruling | None = None  # what a person decided about the call, if one did
+    # an edit's: the id of the message of the source run this one stands in for
+    replaces: str | None = None
 
 
 class CallView(msgspec.Struct, gc=False):
@@ -112,6 +134,8 @@ class MessageView(msgspec.Struct, omit_defaults=True, gc=False):
     tool_name: str | None = None
     tool_args: msgspec.Raw | msgspec.UnsetType = msgspec.UNSET
     tool_call_error: bool = False
+    ruling: Ruling | None = None
+    replaces: str | None = None
 
 
 # a tool call's arguments: decoded (a dict) or, read to be shown, their JSON text
@@ -123,13 +147,15 @@ class ToolExecutionOf(msgspec.Struct, Generic[Args], gc=False):
 
     tool_call_id: str
     tool_name: str
-    tool_args: Args
+    tool_args: Args  # as it ran (a person may have edited the model's)
     result: str | None = None
     tool_call_error: bool = False
     requires_confirmation: bool = False
     # started, and not known to have finished when its process died: a person decides
     in_doubt: bool = False
     message_index: int = 0
+    ruling: Ruling | None = None
+    proposed_args: Args | None = None  # the model's, where a person edited them
 
 
 ToolExecution = ToolExecutionOf[dict[str, Any]]  # as plugins see them: arguments decoded
@@ -145,6 +171,24 @@ class Segment(msgspec.Struct, array_like=True):
     run_id: str
     start: int
     end: int | None = None
+
+
+EditKind = Literal["user_message", "tool_result", "tool_arguments"]
+
+
+class Edit(msgspec.Struct, frozen=True, omit_defaults=True):
+    """A message a fork replaced in its source's history when it was made (lineage): the
+    kind of edit, where (its index, the same in both runs), the message replaced and the
+    fork's own message in its place, and who asked."""
+
+    kind: EditKind
+    message_index: int
+    replaced_message_id: str
+    message_id: str
+    team_id: str
+    user_id: str | None = None
+    tool_call_id: str | None = None
+    created_at: float = msgspec.field(default_factory=now)
 
 
 class Run(msgspec.Struct, omit_defaults=True):
@@ -172,6 +216,10 @@ class Run(msgspec.Struct, omit_defaults=True):
     forked_from_message_index: int | None = None
     forked_from_session_id: str | None = None
     regenerated_from: str | None = None
+    # what a fork changed in its source's history (see runpoint.edits)
+    edits: list[Edit] = []
+    # instructions that replace its agent's for this run (a fan-out's branch)
+    instructions: str | None = None
     last_checkpoint_at_message_index: int | None = None
     usage: Usage = msgspec.field(default_factory=Usage)
     # tool calls the run is paused on because they may or may not have run

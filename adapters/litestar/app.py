@@ -27,7 +27,7 @@ from runpoint.agent import Agent
 from runpoint.host import PluginHost
 from runpoint.services import Runpoint
 
-from . import inputs, reference, sessions, sse
+from . import branches, inputs, reference, sessions, sse
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS, Handler
 from .security import PUBLIC, Authenticate, FailureBudget
@@ -80,7 +80,12 @@ def build(
     doc = doc or document()
     auth = auth or Auth()
     served = reference.served(doc, open_=auth.is_open)
-    handlers = HANDLERS | sessions.HANDLERS | {"get_openapi": reference.get_openapi(served)}
+    handlers = (
+        HANDLERS
+        | sessions.HANDLERS
+        | branches.HANDLERS
+        | {"get_openapi": reference.get_openapi(served)}
+    )
     ops = operations(doc)
     ids = {op.operation_id for op in ops}
     if missing := sorted(ids - handlers.keys()):

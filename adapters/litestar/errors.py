@@ -22,6 +22,7 @@ from runpoint.errors import (
     ConfigurationError,
     Conflict,
     Forbidden,
+    InvalidArguments,
     InvalidBoundary,
     InvalidRequest,
     Locked,
@@ -41,6 +42,7 @@ STATUS: dict[type[RunpointError], tuple[int, str]] = {
     Forbidden: (403, "FORBIDDEN"),  # the session dialect's; the run dialect's is a 404
     InvalidBoundary: (400, "INVALID_BOUNDARY"),
     InvalidRequest: (400, "BAD_REQUEST"),
+    InvalidArguments: (422, "VALIDATION_ERROR"),
     ConfigurationError: (400, "BAD_REQUEST"),  # e.g. an unknown `model` asked for
     NotContinuable: (409, "NOT_CONTINUABLE"),
     Conflict: (409, "CONFLICT"),

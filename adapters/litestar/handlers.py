@@ -8,23 +8,24 @@ events (`sse.EventStream`), or None for an empty body."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, cast
+from typing import Any
 from weakref import WeakKeyDictionary
 
 import msgspec
 from litestar import Response
 
 from runpoint.adapters.metrics import Metrics
-from runpoint.boundaries import ContinueFrom
 from runpoint.execution import RunHandle
 from runpoint.services import Runpoint
-from runpoint.types import Decision, Run
+from runpoint.types import Approve, Decision, Reject, Run
 
-from . import json_depth, sse, wire
+from . import sse, wire
 from .cursors import Cursors
 from .documents import Documents, Key
+from .edit_requests import edit_requests
 from .errors import HttpError
-from .inputs import integer
+from .inputs import boundary
+from .json_fields import decoded, holds_nul
 from .session_wire import SessionWire
 
 Reply = msgspec.Struct | Sequence[msgspec.Struct] | Response[Any] | sse.EventStream | None
@@ -47,6 +48,18 @@ class ToolDecision(msgspec.Struct):
     tool_call_id: str
     confirmed: bool | None = None
     result: str | None = None
+    tool_args: dict[str, Any] | None = None  # confirmed with these (a person's edit)
+    confirmation_note: str | None = None  # not confirmed, and why (the model reads it)
+
+    def decision(self) -> Decision | None:
+        """What the person decided, if anything."""
+        if self.result is not None:
+            return self.result
+        if self.confirmed and self.tool_args is not None:
+            return Approve(self.tool_args)
+        if self.confirmed is False and self.confirmation_note and self.confirmation_note.strip():
+            return Reject(self.confirmation_note)
+        return self.confirmed
 
 
 @operation
@@ -217,6 +230,7 @@ async def continue_agent_run(
     regenerate: bool,
     replace_original: bool | None,
     tools: str | list[Any] | None,
+    edits: str | list[Any] | None,
     model: str | None,
     idempotency_key: str | None,
     events: sse.Events,
@@ -225,12 +239,13 @@ async def continue_agent_run(
         run_id,
         session_id=session_id,
         agent_id=agent_id,
-        continue_from=_continue_from(continue_from),
+        continue_from=boundary(continue_from),
         input=input,
         fork=fork,
         regenerate=regenerate,
         replace_original=replace_original,
         tools=_decisions(tools),
+        edits=edit_requests(edits),
         model=model,
         stream=stream,
         background=background,
@@ -262,46 +277,25 @@ async def _started(
     return wire.run_detail(await rp.views.get_run(run.run_id), agent_name(rp, run.agent_id))
 
 
-def _continue_from(value: str | int) -> ContinueFrom:
-    """`continue_from` as the services take it: "end", "last_user" or a message index,
-    which a form sends as text."""
-    if isinstance(value, int):
-        return value
-    if value in ("end", "last_user"):
-        return cast(ContinueFrom, value)
-    if (index := integer(value)) is None:
-        raise HttpError(
-            400,
-            "INVALID_BOUNDARY",
-            f"continue_from must be 'end', 'last_user' or a message index, not {value!r}",
-        )
-    return index
-
-
 def _decisions(tools: str | list[Any] | None) -> dict[str, Decision] | None:
     """`tools` (JSON text from a form, or a JSON array) as {tool_call_id: decision}: the
     result a person gave, or whether to run the call; with neither it stays undecided."""
     if tools is None or tools == "":
         return None
-    if isinstance(tools, str):
-        json_depth.refuse_deep(tools.encode(), "tools")
-        try:
-            tools = msgspec.json.decode(tools)
-        except msgspec.DecodeError:
-            raise HttpError(400, "BAD_REQUEST", "Invalid JSON in tools field") from None
     try:
-        decisions = msgspec.convert(tools, list[ToolDecision])
+        decisions = msgspec.convert(
+            decoded(tools, "tools", "Invalid JSON in tools field"), list[ToolDecision]
+        )
     except msgspec.ValidationError as exc:
         raise HttpError(400, "BAD_REQUEST", f"Invalid structure for tools: {exc}") from None
     decided: dict[str, Decision] = {}
     for i, d in enumerate(decisions):
-        # JSON text escapes a NUL, which the document's patterns then cannot see
-        if "\x00" in d.tool_call_id or "\x00" in (d.result or ""):
+        # JSON text escapes a NUL, which the document's patterns then cannot see (a JSON
+        # body's `tool_args` are a tool's arguments, kept whole as a model's are)
+        if isinstance(tools, str) and holds_nul(msgspec.to_builtins(d)):
             raise HttpError(422, "VALIDATION_ERROR", f"tools[{i}] must not contain U+0000 (NUL)")
-        if d.result is not None:
-            decided[d.tool_call_id] = d.result
-        elif d.confirmed is not None:
-            decided[d.tool_call_id] = d.confirmed
+        if (decision := d.decision()) is not None:
+            decided[d.tool_call_id] = decision
     return decided
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qsl
 
 import msgspec
 from litestar import Request
+
+from runpoint.boundaries import ContinueFrom
 
 from . import json_depth
 from .errors import HttpError
@@ -63,6 +65,22 @@ def integer(text: str) -> int | None:
         return int(text)
     except ValueError:  # more digits than Python reads (sys.get_int_max_str_digits)
         return None
+
+
+def boundary(value: str | int) -> ContinueFrom:
+    """`continue_from` as the services take it: "end", "last_user" or a message index,
+    which a form sends as text."""
+    if isinstance(value, int):
+        return value
+    if value in ("end", "last_user"):
+        return cast(ContinueFrom, value)
+    if (index := integer(value)) is None:
+        raise HttpError(
+            400,
+            "INVALID_BOUNDARY",
+            f"continue_from must be 'end', 'last_user' or a message index, not {value!r}",
+        )
+    return index
 
 
 def _from_json(value: Any, field: Field) -> Any:

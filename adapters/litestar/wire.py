@@ -13,7 +13,16 @@ import msgspec
 
 from runpoint.agent import Agent
 from runpoint.queries import RunDetail, Snapshot
-from runpoint.types import Checkpoint, MessageView, Run, Session, ToolExecutionOf, Usage
+from runpoint.types import (
+    Checkpoint,
+    Edit,
+    MessageView,
+    Ruling,
+    Run,
+    Session,
+    ToolExecutionOf,
+    Usage,
+)
 
 encode = msgspec.json.Encoder().encode
 
@@ -55,12 +64,24 @@ class MessageOut(msgspec.Struct, omit_defaults=True, gc=False):
     tool_args: msgspec.Raw | None = None  # as stored: encoded as it is
     tool_call_error: bool | None = None
     from_history: bool = False  # Agno's flag: runpoint lists a run's own messages only
+    ruling: Ruling | None = None
+    replaces: str | None = None
 
 
 class Accepted(msgspec.Struct):
     run_id: str
     session_id: str
     status: str
+
+
+class EditOut(msgspec.Struct):
+    kind: str
+    message_index: int
+    message_id: str
+    replaced_message_id: str
+    tool_call_id: str | None
+    user_id: str | None
+    created_at: int
 
 
 class RunOut(msgspec.Struct):
@@ -87,6 +108,7 @@ class RunOut(msgspec.Struct):
     forked_from_message_index: int | None
     forked_from_session_id: str | None
     regenerated_from: str | None
+    edits: list[EditOut]
     last_checkpoint_at_message_index: int | None
     cancel_requested: bool
     content_type: Literal["str"] = "str"
@@ -113,6 +135,7 @@ class TimelineOut(msgspec.Struct):
     run_id: str
     session_id: str
     checkpoints: list[CheckpointOut]
+    edits: list[EditOut]
 
 
 class SnapshotOut(msgspec.Struct):
@@ -228,6 +251,20 @@ def message(m: MessageView) -> MessageOut:
         m.tool_name,
         m.tool_args or None,
         m.tool_call_error if m.role == "tool" else None,
+        ruling=m.ruling,
+        replaces=m.replaces,
+    )
+
+
+def edit(e: Edit) -> EditOut:
+    return EditOut(
+        kind=e.kind,
+        message_index=e.message_index,
+        message_id=e.message_id,
+        replaced_message_id=e.replaced_message_id,
+        tool_call_id=e.tool_call_id,
+        user_id=e.user_id,
+        created_at=int(e.created_at),
     )
 
 
@@ -258,6 +295,7 @@ def run(
         forked_from_message_index=r.forked_from_message_index,
         forked_from_session_id=r.forked_from_session_id,
         regenerated_from=r.regenerated_from,
+        edits=[edit(e) for e in r.edits],
         last_checkpoint_at_message_index=r.last_checkpoint_at_message_index,
         cancel_requested=r.cancel_requested,
     )
@@ -291,6 +329,7 @@ def timeline(r: Run, checkpoints: list[Checkpoint]) -> TimelineOut:
         run_id=r.run_id,
         session_id=r.session_id,
         checkpoints=[checkpoint(c, is_latest=i == last) for i, c in enumerate(checkpoints)],
+        edits=[edit(e) for e in r.edits],
     )
 
 

@@ -8,7 +8,7 @@ import msgspec
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
 from runpoint.storage import Storage
-from runpoint.types import Message
+from runpoint.types import Message, Segment
 
 TRANSCRIPTS, CHECKPOINTS = Capability.TRANSCRIPTS, Capability.CHECKPOINTS
 
@@ -77,6 +77,39 @@ async def a_fork_reads_no_sibling_and_no_source_tail(store: Storage) -> None:
         await store.create_runs([fork], {fork.run_id: build.messages(1, label)})
     await build.append(store, source, build.messages(1, "tail"))
     assert await build.transcript(store, forks[0]) == build.messages(2) + build.messages(1, "one")
+
+
+@check(TRANSCRIPTS)
+async def a_fork_born_with_edits_holds_its_rows_between_its_sources(store: Storage) -> None:
+    """A fork that replaced messages 1 and 3 of its source's first 5: its own rows at 1, 3
+    and from 5 on, written with it in index order; the rest read through to the source's
+    rows, and later saves append at the end."""
+    _, source = await build.started(store, build.messages(6))
+    await build.append(store, source, [], build.checkpoint(source, 6))
+    fork = build.fork(source, 5, message_count=6)
+    own = Segment(fork.run_id, 1, 2), Segment(fork.run_id, 3, 4)
+    fork.segments = [
+        Segment(source.run_id, 0, 1),
+        own[0],
+        Segment(source.run_id, 2, 3),
+        own[1],
+        Segment(source.run_id, 4, 5),
+        fork.segments[-1],
+    ]
+    edited = build.messages(3, "edited")
+    await store.create_runs([fork], {fork.run_id: edited})
+    every = build.messages(6)
+    expected = [every[0], edited[0], every[2], edited[1], every[4], edited[2]]
+    assert await build.transcript(store, fork) == expected
+    assert await store.read_messages(fork.segments, 4, start=1) == expected[1:4]
+    assert await store.last_index(fork.segments, 5, "user") == 4
+    assert await store.last_index(fork.segments, 2, "user") == 1
+    assert await store.last_index(fork.segments, 4, "assistant") == 3
+    await build.append(store, fork, build.messages(1, "later"), build.checkpoint(fork, 7))
+    assert (await build.transcript(store, fork))[6:] == build.messages(1, "later")
+    listed = await store.list_checkpoints(fork.segments)
+    assert [(c.run_id, c.message_index) for c in listed] == [(fork.run_id, 7)]
+    assert await build.transcript(store, source) == every, "the source is untouched"
 
 
 @check(TRANSCRIPTS)

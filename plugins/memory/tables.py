@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
+from runpoint import transcript
 from runpoint.errors import ClaimLost, Conflict, Locked
 from runpoint.types import (
     Checkpoint,
@@ -111,9 +112,9 @@ class Tables:
         self._append_events(run.run_id, events)
         # one place in the session's event log per message, then one for the boundary
         session.event_seq += len(messages) + 1
-        first = run.message_count - len(messages)
+        indexes = transcript.own_indexes(run, len(messages))
         rows = self._messages.setdefault(run.run_id, {})
-        rows.update((first + i, copy(m)) for i, m in enumerate(messages))
+        rows.update((i, copy(m)) for i, m in zip(indexes, messages, strict=True))
         if checkpoint is not None:
             marks = self._checkpoints.setdefault(run.run_id, {})
             marks.setdefault(  # the first checkpoint at an index stands

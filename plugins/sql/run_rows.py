@@ -39,6 +39,8 @@ WRITE_ONCE_FIELDS = frozenset(
         "forked_from_message_index",
         "forked_from_session_id",
         "regenerated_from",
+        "edits",
+        "instructions",
     }
 )
 

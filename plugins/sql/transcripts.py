@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint import transcript
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.database import NO_END, Boundary, Database
 from runpoint.plugins.sql.documents import Decoder, document
@@ -58,11 +59,11 @@ async def write_boundary(
     events: Sequence[RunEvent] = (),
 ) -> None:
     """`save` on a connection: in its own transaction, or in a caller's."""
-    first = run.message_count - len(new_messages)
+    indexes = transcript.own_indexes(run, len(new_messages))
     boundary = Boundary(
         run,
         state_document(run),
-        [(first + i, m.role, document(m)) for i, m in enumerate(new_messages)],
+        [(i, m.role, document(m)) for i, m in zip(indexes, new_messages, strict=True)],
         None if checkpoint is None else (checkpoint.message_index, document(checkpoint)),
         intents,
         event_rows(events),

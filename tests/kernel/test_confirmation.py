@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from runpoint.errors import InvalidRequest
+from runpoint.errors import InvalidArguments, InvalidRequest
 from runpoint.plugins.demo import agents
 from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.types import Approve, Reject, RunStatus
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here
@@ -70,3 +72,75 @@ async def test_bad_decisions_are_rejected(rp: Runpoint) -> None:
         await rp.continue_run(run_id, input="hello?")
     with pytest.raises(InvalidRequest, match="paused run from end"):
         await rp.continue_run(run_id, continue_from=1, tools={call_id: True})
+
+
+async def test_approved_with_edited_arguments_runs_the_edit_and_keeps_the_proposal(
+    rp: Runpoint,
+) -> None:
+    run_id, call_id = await paused(rp)
+    edit = Approve({"city": "Lyon"})
+    run = await (await rp.continue_run(run_id, tools={call_id: edit})).result()
+    assert run.status is RunStatus.COMPLETED
+    detail = await rp.get_run(run_id)
+    [tool] = detail.tools
+    assert (tool.tool_args, tool.proposed_args) == ({"city": "Lyon"}, {"city": "Paris"})
+    assert (tool.result, tool.ruling) == ("Booked a trip to Lyon.", "edited")
+    # the transcript keeps what the model proposed, and its result says what ran
+    [turn] = [m for m in detail.messages if m.tool_calls]
+    [result] = [m for m in detail.messages if m.role == "tool"]
+    assert turn.tool_calls is not None and turn.tool_calls[0].arguments == {"city": "Paris"}
+    assert (result.tool_args, result.ruling) == ({"city": "Lyon"}, "edited")
+
+
+async def test_an_edit_that_changes_nothing_is_a_plain_approval(rp: Runpoint) -> None:
+    run_id, call_id = await paused(rp)
+    await (await rp.continue_run(run_id, tools={call_id: Approve({"city": "Paris"})})).result()
+    [tool] = (await rp.get_run(run_id)).tools
+    assert (tool.ruling, tool.proposed_args, tool.result) == (
+        "approved",
+        None,
+        "Booked a trip to Paris.",
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "named"),
+    [
+        ({"city": 7}, "arguments.city: Expected `str`, got `int`"),
+        ({}, "arguments.city is required"),
+        ({"city": "Lyon", "nights": 2}, "arguments.nights is not a parameter of the tool"),
+    ],
+)
+async def test_edited_arguments_the_schema_refuses_are_refused_naming_the_field(
+    rp: Runpoint, arguments: dict[str, object], named: str
+) -> None:
+    run_id, call_id = await paused(rp)
+    with pytest.raises(InvalidArguments, match=re.escape(named)):
+        await rp.continue_run(run_id, tools={call_id: Approve(arguments)})
+    # nothing was accepted: the run still waits for a decision
+    run = (await rp.get_run(run_id)).run
+    assert (run.status, run.decisions) == (RunStatus.PAUSED, {})
+
+
+async def test_a_rejection_tells_the_model_why(rp: Runpoint) -> None:
+    run_id, call_id = await paused(rp)
+    reason = Reject("Too expensive this month.")
+    run = await (await rp.continue_run(run_id, tools={call_id: reason})).result()
+    [tool] = (await rp.get_run(run_id)).tools
+    assert tool.tool_call_error and tool.ruling == "rejected"
+    assert (
+        tool.result
+        == "The user rejected this tool call. The reason given: Too expensive this month."
+    )
+    assert run.content is not None and "Too expensive this month." in run.content
+
+
+async def test_a_person_may_give_the_result_instead_of_running_the_call(rp: Runpoint) -> None:
+    run_id, call_id = await paused(rp)
+    await (await rp.continue_run(run_id, tools={call_id: "Booked by phone."})).result()
+    [tool] = (await rp.get_run(run_id)).tools
+    assert (tool.result, tool.ruling, tool.tool_call_error) == (
+        "Booked by phone.",
+        "answered",
+        False,
+    )

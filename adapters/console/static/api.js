@@ -75,6 +75,8 @@ export const api = {
     json(path`/agents/${agentId}/runs/${runId}/checkpoints?session_id=${sessionId}`),
   snapshot: (agentId, runId, sessionId, index) =>
     json(path`/agents/${agentId}/runs/${runId}/checkpoints/${index}?session_id=${sessionId}`),
+  diff: (agentId, runId, sessionId, otherRunId) =>
+    json(path`/agents/${agentId}/runs/${runId}/diff?session_id=${sessionId}&other_run_id=${otherRunId}`),
   forkSession: (agentId, sessionId) =>
     json(path`/agents/${agentId}/sessions/${sessionId}/fork`, { method: "POST" }),
 

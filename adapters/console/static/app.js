@@ -2,8 +2,11 @@
 // Every datum comes from the public HTTP API (api.js).
 
 import { api, ApiError, FINAL_EVENTS } from "./api.js";
+import { compareForm, diffView } from "./compare.js";
 import { setUpSignOut } from "./credentials.js";
+import { decisionForm } from "./decisions.js";
 import { empty, errorBox, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
+import { editActions } from "./edits.js";
 import { checkpointLabel, LiveRun, timelineStrip, transcript } from "./transcript.js";
 import { lineageText, renderRunTree, renderSessions, runForest } from "./tree.js";
 
@@ -25,13 +28,16 @@ const href = {
   session: (sessionId) => `#/sessions/${encodeURIComponent(sessionId)}`,
   run: (sessionId, runId, at = null) =>
     `${href.session(sessionId)}/runs/${encodeURIComponent(runId)}${at === null ? "" : `/at/${at}`}`,
+  compare: (sessionId, a, b) =>
+    `${href.session(sessionId)}/compare/${encodeURIComponent(a)}/${encodeURIComponent(b)}`,
 };
 
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const route = { sessionId: null, runId: null, at: null };
+  const route = { sessionId: null, runId: null, at: null, compare: null };
   if (parts[0] === "sessions" && parts[1]) route.sessionId = parts[1];
   if (parts[2] === "runs" && parts[3]) route.runId = parts[3];
+  if (parts[2] === "compare" && parts[3] && parts[4]) route.compare = [parts[3], parts[4]];
   if (parts[4] === "at" && /^\d+$/.test(parts[5] || "")) route.at = Number(parts[5]);
   return route;
 }
@@ -46,13 +52,16 @@ function go(url, focus, reload = false) {
 }
 
 async function route() {
-  const { sessionId, runId, at } = parseRoute();
+  const { sessionId, runId, at, compare } = parseRoute();
   const { focus, reload } = after;
   after = {};
   state.live = null; // a stream still going on keeps going, but no longer owns the run panel
   if (sessionId !== state.sessionId || reload || !state.session) await showSession(sessionId, runId);
   else highlightRun(runId);
-  if (runId === null) {
+  if (compare !== null) {
+    state.run = null;
+    await showCompare(sessionId, ...compare);
+  } else if (runId === null) {
     state.run = null;
     showNoRun(sessionId);
   } else if (reload || state.run?.run.run_id !== runId) {
@@ -147,7 +156,28 @@ function renderSession(runId) {
           }),
         )
       : empty("This session has no runs yet."),
+    runs.length > 1
+      ? compareForm(runs, {
+          base: runs[0].run_id,
+          other: runs[runs.length - 1].run_id,
+          compare: (a, b) => go(href.compare(session.session_id, a, b), "run-title"),
+        })
+      : null,
   );
+}
+
+// Two runs of the session side by side, from their common checkpoint.
+async function showCompare(sessionId, a, b) {
+  $("run-title").textContent = `Compare ${shortId(a)} with ${shortId(b)}`;
+  showNoSnapshot();
+  const body = fill($("run-body"), loading("Comparing…"));
+  const agentId = agentOf(sessionId, a);
+  try {
+    const diff = await api.diff(agentId, a, sessionId, b);
+    fill(body, diffView(diff, { href: (runId) => href.run(sessionId, runId) }));
+  } catch (error) {
+    fill(body, errorBox(error, { retry: () => go(location.hash, null, true) }));
+  }
 }
 
 function highlightRun(runId) {
@@ -239,7 +269,11 @@ function renderRun() {
   const { run, checkpoints } = state.run;
   const selected = state.at;
   const selectAt = (k) => go(href.run(run.session_id, run.run_id, k), "inspector-title");
-  const waiting = (run.tools || []).filter((t) => t.result === null);
+  const waits = (t) => t.result === null && (t.requires_confirmation || t.in_doubt);
+  const deciding = run.status === "PAUSED" ? (run.tools || []).filter(waits) : [];
+  // continue the run as a person says: with decisions in place, or with edits in a fork
+  const resume = (body, { title, submit, errors }) =>
+    stream({ title, events: api.continueRun(run.agent_id, run.run_id, body), submit, errors });
   fill(
     $("run-title"),
     `Run ${shortId(run.run_id)} `,
@@ -259,15 +293,24 @@ function renderRun() {
       fact("Tokens", `${run.metrics.input_tokens} in · ${run.metrics.output_tokens} out`),
     ),
     run.error ? h("div", { class: "state error" }, h("p", { class: "error-title" }, "The run failed"), h("p", {}, run.error)) : null,
-    waiting.length
-      ? h("p", { class: "note" }, `Paused: ${waiting.map((t) => t.tool_name).join(", ")} waits for a person's decision.`)
+    deciding.length
+      ? [
+          h("p", { class: "note" }, `Paused: ${deciding.map((t) => t.tool_name).join(", ")} waits for a person's decision.`),
+          decisionForm(run, deciding, { send: resume }),
+        ]
       : null,
     h("h3", { class: "section-title" }, "Checkpoints"),
     checkpoints.length
       ? timelineStrip(run, checkpoints, { selected, select: selectAt })
       : empty("This run has no checkpoints yet."),
     h("h3", { class: "section-title" }, "Transcript"),
-    run.messages?.length ? transcript(run, checkpoints, { selected, select: selectAt }) : empty("No messages yet."),
+    run.messages?.length
+      ? transcript(run, checkpoints, {
+          selected,
+          select: selectAt,
+          actions: selected === null ? null : editActions(run, selected, { fork: resume }),
+        })
+      : empty("No messages yet."),
   );
 }
 
@@ -342,6 +385,7 @@ function renderSnapshot(snap) {
       ? h("p", { class: "meta" }, `Last message (${cp.message_role}): `, h("q", {}, cp.message_preview))
       : null,
     form,
+    h("p", { class: "meta" }, "Or change what came before it: the transcript's Edit buttons make a new run forked here with your edit."),
   );
 }
 

@@ -3,6 +3,13 @@
 import { h } from "./dom.js";
 
 const ROLE_LABEL = { user: "User", assistant: "Assistant", tool: "Tool", system: "System" };
+// what a person decided about a paused call, as its result records it
+const RULING_LABEL = {
+  approved: "approved by a person",
+  edited: "run with a person's arguments",
+  rejected: "rejected by a person",
+  answered: "answered by a person",
+};
 
 function args(value) {
   if (typeof value === "string") {
@@ -24,7 +31,7 @@ function toolCall(name, argText) {
   );
 }
 
-function message(msg, index, { inherited, after }) {
+export function messageItem(msg, index, { inherited, after }) {
   const isError = msg.role === "tool" && msg.tool_call_error;
   const body = [];
   if (msg.role === "tool") {
@@ -55,6 +62,8 @@ function message(msg, index, { inherited, after }) {
       h("span", { class: "msg-index" }, `#${index}`),
       isError ? h("span", { class: "badge status-error" }, "error") : null,
       inherited ? h("span", { class: "tag" }, "inherited") : null,
+      msg.replaces ? h("span", { class: "tag", title: `replaces message ${msg.replaces}` }, "edited") : null,
+      msg.ruling ? h("span", { class: "tag ruling" }, RULING_LABEL[msg.ruling] || msg.ruling) : null,
     ),
     ...body,
   );
@@ -125,8 +134,9 @@ export function timelineStrip(run, checkpoints, { selected, select }) {
   );
 }
 
-// Messages in order, with a checkpoint mark at each boundary k (after message k-1).
-export function transcript(run, checkpoints, { selected, select }) {
+// Messages in order, with a checkpoint mark at each boundary k (after message k-1);
+// `actions(index)` gives the controls a message offers (its Edit buttons), if any.
+export function transcript(run, checkpoints, { selected, select, actions = null }) {
   const marks = new Map(checkpoints.map((cp) => [cp.message_index, cp]));
   const forkAt = run.forked_from_run_id && !run.forked_from_session_id ? run.forked_from_message_index : null;
   const items = [];
@@ -137,7 +147,9 @@ export function transcript(run, checkpoints, { selected, select }) {
   };
   messages.forEach((msg, i) => {
     boundary(i);
-    items.push(message(msg, i, { inherited: forkAt !== null && i < forkAt, after: selected !== null && i >= selected }));
+    const item = messageItem(msg, i, { inherited: forkAt !== null && i < forkAt, after: selected !== null && i >= selected });
+    if (actions) item.append(...actions(i));
+    items.push(item);
   });
   boundary(messages.length);
   return h("ol", { class: "transcript", "aria-label": "Transcript" }, items);
