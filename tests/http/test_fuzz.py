@@ -127,14 +127,14 @@ def random_bodies(seed: int, count: int) -> list[Body]:
     return found
 
 
-# every operation that takes a body: both dialects' creates, continue and forks, and
+# every operation that takes a body: both dialects' creates, continue, forks and fan-out, and
 # AgentOS's session operations (create, update, rename, delete several)
 WITH_BODY = [(op.method, op.path) for op in operations(document()) if op.body_types]
 
 
 @pytest.mark.parametrize(("method", "template"), WITH_BODY)
 async def test_no_hostile_body_is_a_5xx(client: Client, method: str, template: str) -> None:
-    assert len(WITH_BODY) == 8
+    assert len(WITH_BODY) == 9
     created = await client.post(
         "/agents/travel-agent/runs", data={"message": "Paris", "stream": "false"}
     )
