@@ -34,6 +34,7 @@ OWNED = ("session_id", "session_ids", "run_id")  # the inputs that name a team's
 BODIES: dict[str, dict[str, Any]] = {
     "create_agent_run": {"message": "Paris", "stream": False},
     "continue_agent_run": {"input": "Tokyo too", "stream": False},
+    "fan_out_agent_run": {"branches": [{"input": "Tokyo too"}]},
     "rename_session": {"session_name": "beta's now"},
     "update_session": {"session_name": "beta's now"},
     "delete_sessions": {"session_types": ["agent"]},
