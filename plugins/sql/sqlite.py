@@ -40,7 +40,10 @@ _NAMED = sqlite.dialect(paramstyle="named")
 
 class Sqlite(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
-        super().__init__(url, **engine_options)
+        # Every transaction ends by hand (see `write`; reads take none), so a connection
+        # goes back to the pool with nothing to roll back: no ROLLBACK on its way back, a
+        # trip to the driver's thread made while the write lock is held.
+        super().__init__(url, **({"pool_reset_on_return": None} | engine_options))
         event.listen(self.engine.sync_engine, "connect", _configure)
         # SQLite has one writer: queue this process's writers instead of waiting in SQLite
         self._write_lock = asyncio.Lock()
@@ -78,9 +81,9 @@ class Sqlite(Database):
             try:
                 yield conn
             except BaseException:
-                await conn.exec_driver_sql("ROLLBACK")
+                await conn.rollback()
                 raise
-            await conn.exec_driver_sql("COMMIT")
+            await conn.commit()
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query  # BEGIN IMMEDIATE already serialises every writer
