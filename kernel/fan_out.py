@@ -7,6 +7,8 @@ runs are written in one transaction, then begun.
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from runpoint import boundaries, idempotency
@@ -46,7 +48,9 @@ async def fan_out(
     agent = continuation.queries.agent(source.agent_id)
     index = await boundaries.named(storage, source, request.continue_from)
     index, _ = await boundaries.whole(storage, source, index)
-    forks = [await continuation.fork(agent, source, index, b) for b in request.branches]
+    forks = await asyncio.gather(
+        *(continuation.fork(agent, source, index, b) for b in request.branches)
+    )
     for run, _, _ in forks:
         executor.accept(run, background=request.background, stream=False)
     runs = [run for run, _, _ in forks]
@@ -55,7 +59,12 @@ async def fan_out(
         {r.run_id: rows for r, rows, _ in forks},
         answering=idempotency.answering(claim, " ".join(r.run_id for r in runs)),
     )
-    return [
-        await executor.begin(agent, run, new, stream=False, background=request.background)
-        for run, _, new in forks
-    ]
+    # begun together: no branch waits for another to start (each reads its event log first)
+    return list(
+        await asyncio.gather(
+            *(
+                executor.begin(agent, run, new, stream=False, background=request.background)
+                for run, _, new in forks
+            )
+        )
+    )

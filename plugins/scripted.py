@@ -21,16 +21,25 @@ TurnFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]
 
 class ScriptedModel:
     def __init__(
-        self, script: Sequence[ModelResponse] | TurnFunction, *, name: str = "scripted"
+        self,
+        script: Sequence[ModelResponse] | TurnFunction,
+        *,
+        name: str = "scripted",
+        latency: float = 0.0,
     ) -> None:
+        """`latency`: the seconds each turn waits before it answers, as a vendor's model
+        takes time to its first token (0: at once; the turn is then all CPU)."""
         self.script = script
         self._name = name
+        self.latency = latency
 
     @property
     def name(self) -> str:
         return self._name
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]:
+        if self.latency:
+            await asyncio.sleep(self.latency)
         response = await self._respond(request)
         if response.usage is None:
             response.usage = _usage(request, response)

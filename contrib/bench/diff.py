@@ -8,9 +8,12 @@ part at message 10 (each branch a fork of one run, with 10 messages of its own).
 reads only what lies past the common ancestor, so both should cost about the same.
 
 Fan-out: 8 runs forked at once from a checkpoint, against one run forked from it, each
-taking `--turns` model turns of a scripted model that answers after `--turn-seconds` (a
-vendor's latency; 0 measures the CPU alone). The 8 run concurrently, so they should end
-within about the time of one.
+taking `--turns` model turns of the scripted model with a `latency` of `--turn-seconds` (a
+vendor's time to answer; 0 measures the CPU alone). The 8 run concurrently: with a
+vendor's latency they end within about the time of one; with none, 8 runs are 8 times the
+work of one on one event loop (and, on SQLite, one writer), whatever runs at once.
+
+    .venv/bin/python contrib/bench/diff.py --turn-seconds 0    # the CPU alone
 """
 
 from __future__ import annotations
@@ -102,8 +105,7 @@ async def measure_diff(rp: Runpoint, split: int, length: int, repeat: int) -> fl
 def slow_batches(turns: int, seconds: float) -> ScriptedModel:
     """A model that calls `echo` until its last turn, answering after `seconds`."""
 
-    async def respond(request: ModelRequest) -> ModelResponse:
-        await asyncio.sleep(seconds)
+    def respond(request: ModelRequest) -> ModelResponse:
         turn = turns_since_user(request.messages)
         if turn + 1 >= turns:
             return ModelResponse(content="done")
@@ -112,7 +114,7 @@ def slow_batches(turns: int, seconds: float) -> ScriptedModel:
             tool_calls=[ToolCall(call_id(request), "echo", {"value": str(turn)})],
         )
 
-    return ScriptedModel(respond)
+    return ScriptedModel(respond, latency=seconds)
 
 
 async def measure_fan_out(rp: Runpoint, repeat: int) -> tuple[float, float]:
@@ -131,13 +133,15 @@ async def measure_fan_out(rp: Runpoint, repeat: int) -> tuple[float, float]:
     return await median_ms(one, repeat), await median_ms(eight, repeat)
 
 
-async def main(new_database: NewDatabase, turns: int, seconds: float, repeat: int) -> None:
+async def main(
+    new_database: NewDatabase, turns: int, seconds: float, repeat: int, fan_out_repeat: int
+) -> None:
     bench = Agent(id="bench", model="scripted:echo", tools=[echo])
     worker = Agent(id="worker", model=slow_batches(turns, seconds), tools=[echo])
     async with Runpoint([bench, worker], database=await new_database("bench_diff")) as rp:
         small = await measure_diff(rp, 10, 20, repeat)
         large = await measure_diff(rp, 9_990, 10_000, repeat)
-        one, eight = await measure_fan_out(rp, max(3, repeat // 40))
+        one, eight = await measure_fan_out(rp, fan_out_repeat)
     print(f"{'diff':<44} {'median ms':>10}")
     print(f"{'two 20-message branches parting at 10':<44} {small:>10.2f}")
     print(f"{'two 10,000-message branches parting at 9,990':<44} {large:>10.2f}")
@@ -155,6 +159,8 @@ if __name__ == "__main__":
     parser.add_argument("--turns", type=int, default=4, help="model turns of each fan-out run")
     parser.add_argument("--turn-seconds", type=float, default=0.2, help="a model turn's latency")
     parser.add_argument("--repeat", type=int, default=200, help="diffs timed per size")
+    parser.add_argument("--fan-out-repeat", type=int, default=7, help="fan-outs timed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
-        asyncio.run(main(new, args.turns, args.turn_seconds, args.repeat))
+        run = main(new, args.turns, args.turn_seconds, args.repeat, args.fan_out_repeat)
+        asyncio.run(run)

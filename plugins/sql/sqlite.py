@@ -40,7 +40,10 @@ _NAMED = sqlite.dialect(paramstyle="named")
 
 class Sqlite(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
-        super().__init__(url, **engine_options)
+        # Every transaction ends by hand (see `write`; reads take none), so a connection
+        # goes back to the pool with nothing to roll back: no ROLLBACK on its way back, a
+        # trip to the driver's thread made while the write lock is held.
+        super().__init__(url, **({"pool_reset_on_return": None} | engine_options))
         event.listen(self.engine.sync_engine, "connect", _configure)
         # SQLite has one writer: queue this process's writers instead of waiting in SQLite
         self._write_lock = asyncio.Lock()
@@ -78,9 +81,9 @@ class Sqlite(Database):
             try:
                 yield conn
             except BaseException:
-                await conn.exec_driver_sql("ROLLBACK")
+                await conn.rollback()
                 raise
-            await conn.exec_driver_sql("COMMIT")
+            await conn.commit()
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query  # BEGIN IMMEDIATE already serialises every writer
@@ -153,17 +156,25 @@ class Sqlite(Database):
         return bool(cancel_requested)
 
     async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
-        async with self.write() as conn:
-            revision = await conn.scalar(select(runs.c.revision).where(runs.c.run_id == run.run_id))
-            if revision != run.revision:
-                return False
-            await _insert_events(conn, run.run_id, events)
-        return True
+        """One statement, atomic without BEGIN and COMMIT (each a trip to the driver's
+        thread while the write lock is held): a row goes in only while the run's row has
+        the writer's revision. Only when none went in is the revision read, to say why."""
+        rows = [(run.run_id, seq, data, run.run_id, run.revision) for seq, data in events]
+        async with self._write_lock, self.autocommit.connect() as conn:
+            inserted = (await conn.exec_driver_sql(_APPEND_EVENTS, rows)).rowcount
+        if inserted or not rows:
+            return True
+        found = await self.read(select(runs.c.revision).where(runs.c.run_id == run.run_id))
+        return bool(found) and found[0][0] == run.revision  # or every seq was stored already
 
 
 # on the driver: SQLAlchemy's executemany costs a hundred microseconds a row, a token's
 # event a few (a seq stored already stands)
 _INSERT_EVENTS = f"INSERT OR IGNORE INTO {run_events.name} (run_id, seq, data) VALUES (?, ?, ?)"
+_APPEND_EVENTS = (
+    f"INSERT OR IGNORE INTO {run_events.name} (run_id, seq, data) SELECT ?, ?, ? "
+    f"WHERE EXISTS (SELECT 1 FROM {runs.name} WHERE run_id = ? AND revision = ?)"
+)
 
 
 async def _insert_events(

@@ -4,12 +4,15 @@ key."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from runpoint.agent import Agent
 from runpoint.continuation import Branch
 from runpoint.edits import ReplaceUserMessage
 from runpoint.errors import ConfigurationError, InvalidRequest
+from runpoint.fan_out import MAX_BRANCHES
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.services import Runpoint
@@ -82,3 +85,22 @@ async def test_a_retry_with_the_same_key_gets_the_same_runs(rp: Runpoint) -> Non
     for handle in first:
         await handle.result()
     assert len(await rp.list_runs(session)) == 3
+
+
+async def test_the_branches_run_at_once_not_one_after_another(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    """Each branch's model turn waits until every branch is in its own: branches run one
+    after another would never get there."""
+    together = asyncio.Barrier(MAX_BRANCHES)
+
+    async def meet(request: ModelRequest) -> ModelResponse:
+        if any(m.content == "branch" for m in request.messages):
+            await asyncio.wait_for(together.wait(), timeout=10)
+        return ModelResponse(content="met")
+
+    rp = await open_runpoint([Agent("meeter", ScriptedModel(meet))])
+    source = await (await rp.create_run("meeter", "Hello")).result()
+    handles = await rp.fan_out(source.run_id, [Branch(input="branch")] * MAX_BRANCHES)
+    runs = [await h.result() for h in handles]
+    assert [(r.status, r.content) for r in runs] == [(RunStatus.COMPLETED, "met")] * MAX_BRANCHES

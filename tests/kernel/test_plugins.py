@@ -51,6 +51,27 @@ def test_a_model_string_makes_one_model_and_the_models_kept_are_bounded() -> Non
     assert host.model("scripted:demo") is not first  # let go, made again
 
 
+async def test_the_scripted_model_waits_its_latency_before_each_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A vendor's time to first token, as an option of the offline model: each turn waits
+    `latency` seconds before its first delta (0 waits nothing)."""
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("runpoint.plugins.scripted.asyncio.sleep", sleep)
+    request = ModelRequest(None, [Message(role="user", content="hi")], [])
+    slow = ScriptedModel([ModelResponse(content="one")], latency=0.25)
+    chunks = [chunk async for chunk in slow.stream(request)]
+    assert waits[0] == 0.25 and 0.25 not in waits[1:]
+    assert isinstance(chunks[-1], ModelResponse) and chunks[-1].content == "one"
+    waits.clear()
+    [_ async for _ in ScriptedModel([ModelResponse(content="one")]).stream(request)]
+    assert 0.25 not in waits and all(w == 0 for w in waits)
+
+
 def test_a_hook_that_matches_no_spec_fails_loudly() -> None:
     class Misspelt:
         @hookimpl

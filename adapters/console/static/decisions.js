@@ -3,7 +3,7 @@
 // the server), reject it with a reason the model reads, or answer it (a result given instead
 // of running it). POST .../continue with `tools` resumes the run in place.
 
-import { errorBox, fill, h } from "./dom.js";
+import { h, onSubmit } from "./dom.js";
 import { jsonObject } from "./edits.js";
 
 const CHOICES = [
@@ -26,19 +26,12 @@ export function decisionForm(run, waiting, { send }) {
     submit,
     errors,
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    fill(errors);
-    let tools;
-    try {
-      tools = calls.map((c) => c.decision());
-    } catch (error) {
-      fill(errors, errorBox(error, { title: "Not sent" }));
-      return;
-    }
-    const body = { session_id: run.session_id, tools };
-    await send(body, { title: `Resuming run ${run.run_id.slice(0, 8)} with your decisions`, submit, errors });
-  });
+  onSubmit(
+    form,
+    errors,
+    () => ({ session_id: run.session_id, tools: calls.map((c) => c.decision()) }),
+    (body) => send(body, { title: `Resuming run ${run.run_id.slice(0, 8)} with your decisions`, submit, errors }),
+  );
   return form;
 }
 

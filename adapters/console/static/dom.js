@@ -64,3 +64,20 @@ export function errorBox(error, { title, retry } = {}) {
     retry ? h("button", { type: "button", onclick: retry }, "Try again") : null,
   );
 }
+
+// A form whose submit builds a request body, then `send`s it: a `build` that throws (the
+// page refuses what it can check, such as JSON) shows why by the form and sends nothing.
+export function onSubmit(form, errors, build, send) {
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    fill(errors);
+    let body;
+    try {
+      body = build();
+    } catch (error) {
+      fill(errors, errorBox(error, { title: "Not sent" }));
+      return;
+    }
+    await send(body);
+  });
+}

@@ -3,7 +3,7 @@
 // the arguments of each call of the tool batch that ends there (the call then runs again).
 // Its form makes the fork (POST .../continue with `edits`); the source stays as it is.
 
-import { errorBox, fill, h } from "./dom.js";
+import { h, onSubmit } from "./dom.js";
 
 // What an edit may replace before boundary `at`: [index, edit] pairs, an edit being
 // {kind, label, initial, toolCallId?}.
@@ -96,19 +96,12 @@ function editForm(run, at, index, edit, { fork, close }) {
     h("div", { class: "form-actions" }, submit, h("button", { type: "button", onclick: close }, "Cancel")),
     errors,
   );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    fill(errors);
-    let change;
-    try {
-      change = edited(edit, text.value);
-    } catch (error) {
-      fill(errors, errorBox(error, { title: "Not sent" }));
-      return;
-    }
-    const body = { session_id: run.session_id, continue_from: at, edits: [change] };
-    await fork(body, { title: `Forking run ${run.run_id.slice(0, 8)} at message ${at} with an edit`, submit, errors });
-  });
+  onSubmit(
+    form,
+    errors,
+    () => ({ session_id: run.session_id, continue_from: at, edits: [edited(edit, text.value)] }),
+    (body) => fork(body, { title: `Forking run ${run.run_id.slice(0, 8)} at message ${at} with an edit`, submit, errors }),
+  );
   return form;
 }
 
