@@ -9,11 +9,12 @@ import sqlite3
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Insert, Select, Table, event, insert, select, update
+from sqlalchemy import Insert, Select, Table, bindparam, event, insert, select, update
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Boundary, Database
 from runpoint.plugins.sql.schema import (
     checkpoints,
@@ -23,7 +24,7 @@ from runpoint.plugins.sql.schema import (
     sessions,
     tool_calls,
 )
-from runpoint.types import Run, now
+from runpoint.types import now
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -152,13 +153,18 @@ class Sqlite(Database):
         await _insert_events(conn, run.run_id, boundary.events)
         return bool(cancel_requested)
 
-    async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
+    async def append_events(self, appends: Sequence[Append]) -> list[bool]:
+        written = []
         async with self.write() as conn:
-            revision = await conn.scalar(select(runs.c.revision).where(runs.c.run_id == run.run_id))
-            if revision != run.revision:
-                return False
-            await _insert_events(conn, run.run_id, events)
-        return True
+            for run, events in appends:
+                revision = await conn.scalar(_REVISION, {"run": run.run_id})
+                written.append(revision == run.revision)
+                if written[-1]:
+                    await _insert_events(conn, run.run_id, events)
+        return written
+
+
+_REVISION = select(runs.c.revision).where(runs.c.run_id == bindparam("run"))
 
 
 # on the driver: SQLAlchemy's executemany costs a hundred microseconds a row, a token's
