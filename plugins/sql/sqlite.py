@@ -45,6 +45,12 @@ class Sqlite(Database):
         event.listen(self.engine.sync_engine, "connect", _configure)
         # SQLite has one writer: queue this process's writers instead of waiting in SQLite
         self._write_lock = asyncio.Lock()
+        self._waiting_alone = 0  # writers waiting for the lock to write alone
+        # one body of a grouped write at a time (see `single_write`), and those waiting
+        self._turn = asyncio.Lock()
+        self._joining = 0
+        self._group: _Group | None = None
+        self._left: asyncio.Task[None] | None = None  # a group committed after its writes
         self._reader: sqlite3.Connection | None = None
 
     async def open(self) -> None:
@@ -74,14 +80,22 @@ class Sqlite(Database):
     async def write(self) -> AsyncIterator[AsyncConnection]:
         """Takes the database's write lock at BEGIN, so a transaction that reads before it
         writes cannot be refused half-way."""
-        async with self._write_lock, self.engine.connect() as conn:
-            await conn.exec_driver_sql("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                await conn.exec_driver_sql("ROLLBACK")
-                raise
-            await conn.exec_driver_sql("COMMIT")
+        self._waiting_alone += 1
+        try:
+            await self._write_lock.acquire()
+        finally:
+            self._waiting_alone -= 1
+        try:
+            async with self.engine.connect() as conn:
+                await conn.exec_driver_sql("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    await conn.exec_driver_sql("ROLLBACK")
+                    raise
+                await conn.exec_driver_sql("COMMIT")
+        finally:
+            self._write_lock.release()
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query  # BEGIN IMMEDIATE already serialises every writer
@@ -89,8 +103,82 @@ class Sqlite(Database):
     def insert_new(self, table: Table) -> Insert:
         return sqlite.insert(table).on_conflict_do_nothing()
 
-    def single_write(self) -> contextlib.AbstractAsyncContextManager[AsyncConnection]:
-        return self.write()
+    @contextlib.asynccontextmanager
+    async def single_write(self) -> AsyncIterator[AsyncConnection]:
+        """A write that is statements only (a boundary, a birth, event appends: nothing in
+        it waits for anything else), grouped: those that come while one is being written
+        go in its transaction, each in a savepoint of its own (one that fails takes back
+        its own statements only), and all return once it commits: a page that several of
+        them changed is written once."""
+        self._joining += 1
+        try:
+            await self._turn.acquire()
+        except BaseException:  # gave up waiting: the group's last write may be done
+            self._joining -= 1
+            self._commit_if_left()
+            raise
+        self._joining -= 1
+        try:
+            group = self._group or await self._begin_group()
+            await group.conn.exec_driver_sql("SAVEPOINT grouped")
+            try:
+                yield group.conn
+            except BaseException:
+                await group.conn.exec_driver_sql("ROLLBACK TO grouped")
+                await group.conn.exec_driver_sql("RELEASE grouped")
+                raise
+            else:
+                await group.conn.exec_driver_sql("RELEASE grouped")
+            finally:
+                group.writes += 1
+                # the last of those that came meanwhile commits (sooner if one waits to
+                # write alone: it is not kept waiting behind a stream of grouped writes)
+                if not self._joining or self._waiting_alone or group.writes >= _GROUP_LIMIT:
+                    self._group = None
+                    # whoever commits, the others learn how it went, even if it gives up
+                    await asyncio.shield(self._commit(group))
+        finally:
+            self._turn.release()
+        await group.committed
+
+    def _commit_if_left(self) -> None:
+        """Commit the open group if no write of it is under way and none waits to join."""
+        if self._group is not None and not self._joining and not self._turn.locked():
+            group, self._group = self._group, None
+            self._left = asyncio.create_task(self._commit(group), name="sqlite group commit")
+
+    async def _begin_group(self) -> _Group:
+        await self._write_lock.acquire()
+        try:
+            conn = await self.engine.connect()
+        except BaseException:
+            self._write_lock.release()
+            raise
+        try:
+            await conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except BaseException:
+            await conn.close()
+            self._write_lock.release()
+            raise
+        self._group = _Group(conn)
+        return self._group
+
+    async def _commit(self, group: _Group) -> None:
+        """Commit `group`, and tell its writes how it went."""
+        try:
+            await group.conn.exec_driver_sql("COMMIT")
+        except Exception as error:
+            group.committed.set_exception(error)
+            with contextlib.suppress(Exception):
+                await group.conn.exec_driver_sql("ROLLBACK")
+        except BaseException:  # the loop is closing
+            group.committed.cancel()
+            raise
+        else:
+            group.committed.set_result(None)
+        finally:
+            await group.conn.close()
+            self._write_lock.release()
 
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         run = boundary.run
@@ -155,7 +243,7 @@ class Sqlite(Database):
 
     async def append_events(self, appends: Sequence[Append]) -> list[bool]:
         written = []
-        async with self.write() as conn:
+        async with self.single_write() as conn:
             for run, events in appends:
                 revision = await conn.scalar(_REVISION, {"run": run.run_id})
                 written.append(revision == run.revision)
@@ -165,6 +253,19 @@ class Sqlite(Database):
 
 
 _REVISION = select(runs.c.revision).where(runs.c.run_id == bindparam("run"))
+
+
+# the most writes one transaction takes
+_GROUP_LIMIT = 64
+
+
+class _Group:
+    """Grouped writes in one transaction (see `Sqlite.single_write`)."""
+
+    def __init__(self, conn: AsyncConnection) -> None:
+        self.conn = conn
+        self.writes = 0
+        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
 
 # on the driver: SQLAlchemy's executemany costs a hundred microseconds a row, a token's
