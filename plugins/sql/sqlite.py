@@ -35,6 +35,9 @@ _PRAGMAS = (
     # per commit (the WAL's last page, written again after each flush).
     "PRAGMA synchronous=NORMAL",
     "PRAGMA busy_timeout=10000",
+    # A grouped write's savepoint keeps the pages it changes in a sub-journal: in memory,
+    # not in a temporary file that the OS is asked to write (7% more bytes for small runs)
+    "PRAGMA temp_store=MEMORY",
 )
 _NAMED = sqlite.dialect(paramstyle="named")
 
