@@ -123,14 +123,14 @@ class Sqlite(Database):
         self._joining -= 1
         try:
             group = self._group or await self._begin_group()
-            await group.conn.exec_driver_sql("SAVEPOINT grouped")
-            try:
-                yield group.conn
-            except BaseException:
-                await group.conn.exec_driver_sql("ROLLBACK TO grouped")
-                await group.conn.exec_driver_sql("RELEASE grouped")
-                raise
-            else:
+            try:  # whatever happens from here, the group is committed if this is its last
+                await group.conn.exec_driver_sql("SAVEPOINT grouped")
+                try:
+                    yield group.conn
+                except BaseException:
+                    await group.conn.exec_driver_sql("ROLLBACK TO grouped")
+                    await group.conn.exec_driver_sql("RELEASE grouped")
+                    raise
                 await group.conn.exec_driver_sql("RELEASE grouped")
             finally:
                 group.writes += 1

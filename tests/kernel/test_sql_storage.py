@@ -206,3 +206,51 @@ async def test_sqlite_a_write_that_gives_up_joining_leaves_its_group_committed(
     assert joining.cancelled()
     async with db.write() as conn:  # and the database's writer is free
         assert await conn.scalar(text("SELECT count(*) FROM secrets WHERE name = 'a'")) == 1
+
+
+class SavepointFails:
+    """A connection on which a grouped write cannot begin (its savepoint fails)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+
+    async def exec_driver_sql(self, sql: str) -> Any:
+        if sql == "SAVEPOINT grouped":
+            raise OSError("no savepoint")
+        return await self.conn.exec_driver_sql(sql)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed(
+    storage: SqlStorage,
+) -> None:
+    db = storage.db
+    assert isinstance(db, Sqlite)
+    inside, go_on = asyncio.Event(), asyncio.Event()
+
+    async def first() -> None:
+        async with db.single_write() as conn:
+            inside.set()
+            await go_on.wait()
+            await conn.exec_driver_sql("INSERT INTO secrets (name, value) VALUES ('a', x'00')")
+
+    async def second() -> None:
+        async with db.single_write():
+            raise AssertionError("its savepoint failed")
+
+    written = asyncio.create_task(first())
+    await inside.wait()
+    group = db._group
+    assert group is not None
+    joining = asyncio.create_task(second())
+    await asyncio.sleep(0.01)  # waiting for its turn in the group
+    group.conn = SavepointFails(group.conn)  # type: ignore[assignment]
+    go_on.set()
+    with pytest.raises(OSError):
+        await joining
+    await asyncio.wait_for(written, 5)  # committed by the last of the group, which failed
+    async with db.write() as conn:
+        assert await conn.scalar(text("SELECT count(*) FROM secrets WHERE name = 'a'")) == 1
