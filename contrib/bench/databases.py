@@ -1,11 +1,14 @@
-"""Fresh, empty databases for benchmarks: SQLite files, or databases on a throwaway
-PostgreSQL server started from the machine's binaries (tests/postgres.py)."""
+"""Fresh, empty databases for benchmarks: SQLite files (of a page size of their own, if
+asked: a deployment makes its file so before runpoint first opens it, see the README), or
+databases on a throwaway PostgreSQL server started from the machine's binaries
+(tests/postgres.py)."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import sqlite3
 import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
@@ -21,12 +24,17 @@ NewDatabase = Callable[[str], Coroutine[Any, Any, str]]
 
 
 @contextlib.contextmanager
-def databases(on_postgres: bool, directory: Path) -> Iterator[NewDatabase]:
+def databases(
+    on_postgres: bool, directory: Path, page_size: int | None = None
+) -> Iterator[NewDatabase]:
     """Yields `new(name) -> url`, making an empty database each time."""
     if not on_postgres:
 
         async def new_file(name: str) -> str:
-            return f"sqlite:///{directory / name}.db"
+            path = directory / f"{name}.db"
+            if page_size is not None:
+                _sqlite_file(path, page_size)
+            return f"sqlite:///{path}"
 
         yield new_file
         return
@@ -50,6 +58,16 @@ def databases(on_postgres: bool, directory: Path) -> Iterator[NewDatabase]:
         server.stop()
 
 
+def _sqlite_file(path: Path, page_size: int) -> None:
+    """An empty SQLite file of `page_size` (fixed once the file has a page: WAL mode writes it)."""
+    connection = sqlite3.connect(path)
+    try:
+        connection.execute(f"PRAGMA page_size={page_size}")
+        connection.execute("PRAGMA journal_mode=WAL")
+    finally:
+        connection.close()
+
+
 def run_on_databases(
     description: str, main: Callable[[NewDatabase], Coroutine[Any, Any, None]]
 ) -> None:
@@ -57,6 +75,10 @@ def run_on_databases(
     a throwaway PostgreSQL."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--postgres", action="store_true", help="run on a temporary PostgreSQL")
+    parser.add_argument("--page-size", type=int, help="SQLite: the files' page size")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        databases(args.postgres, Path(tmp), args.page_size) as new,
+    ):
         asyncio.run(main(new))

@@ -16,11 +16,14 @@ checkpoints, its database file; on PostgreSQL the server's writes and its WAL. A
 one transaction of the run: its birth with its input, and each boundary it saves. The
 run's event log is among the documents written and stored (each event is written once);
 "events/stored" is its share of what is stored. On SQLite the benchmark then says what
-one write of a 10-message run puts in the WAL, page by page (see walpages.py).
+one write of a 10-message run puts in the WAL, page by page (see walpages.py). Last, runs
+of 10 messages 16 at a time, whose writes come together: runs per second, what the disk
+was asked to write per byte stored, and on SQLite the commits per run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
 import statistics
@@ -32,6 +35,7 @@ import walpages
 from databases import NewDatabase, run_on_databases
 from disk import written
 from documents import WrittenDocuments, stored_bytes
+from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from runpoint.agent import Agent, tool
@@ -141,6 +145,36 @@ async def measure(size: int, database: str) -> dict[str, float]:
         }
 
 
+async def at_once(database: str, runs: int = 160, width: int = 16) -> dict[str, float]:
+    """Runs of the smallest size, `width` at a time: what the disk was asked to write per
+    byte stored, and how many transactions SQLite committed per run, when writes of
+    several runs come together."""
+    storage = SqlStorage(database)
+    committed = [0]
+
+    def count(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
+        committed[0] += sql == "COMMIT"
+
+    event.listen(storage.engine.sync_engine, "before_cursor_execute", count)
+    async with Runpoint([agent_of_size(SIZES[0])], storage=storage) as rp:
+        gate = asyncio.Semaphore(width)
+
+        async def one() -> None:
+            async with gate:
+                await (await rp.create_run("bench", "go")).result()
+
+        before, committed[0], start = await written(database), 0, time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(runs)))
+        seconds, commits = time.perf_counter() - start, committed[0]
+        disk = (await written(database) - before).disk
+        stored = await stored_bytes(storage.engine)
+    return {
+        "runs_per_second": runs / seconds,
+        "commits": commits / runs,
+        "disk": math.nan if disk is None else disk / stored,
+    }
+
+
 async def commit_pages(database: str, runs: int = 20) -> walpages.Commits:
     """The pages each write of `runs` runs of the smallest size put in SQLite's WAL."""
     storage = SqlStorage(database)
@@ -193,6 +227,12 @@ async def main(databases: NewDatabase) -> None:
     print(f"worst written/stored: {worst:.2f} (target <= 1.5)")
     print()
     print_bytes(results, "this process" if on_sqlite else "the server")
+    together = await at_once(await databases("bench_at_once"))
+    print(
+        f"runs of {SIZES[0]} messages, 16 at a time: {together['runs_per_second']:.1f} runs/s, "
+        f"disk/documents {together['disk']:.2f}"
+        + (f", {together['commits']:.2f} commits per run" if on_sqlite else "")
+    )
     if on_sqlite:
         database = await databases("bench_pages")
         print_pages(await commit_pages(database), _path(database))

@@ -3,6 +3,8 @@ the run's writer appends, alone or with a boundary."""
 
 from __future__ import annotations
 
+import asyncio
+
 import msgspec
 
 from runpoint.conformance import build
@@ -76,6 +78,21 @@ async def only_the_runs_writer_appends_events(store: Storage) -> None:
     assert not await store.append_events(stale, events(run, 1, 2))
     assert await store.read_events(run, 0, 10) == []
     assert await store.append_events(run, events(run, 1, 2))
+
+
+@check(EVENTS)
+async def appends_of_several_runs_at_once_are_each_answered_for_their_own_run(
+    store: Storage,
+) -> None:
+    runs = [(await build.started(store))[1] for _ in range(3)]
+    stale = msgspec.structs.replace(runs[1])
+    await store.save(runs[1], [], None)  # another writer moved this run on
+    answers = await asyncio.gather(
+        *(store.append_events(r, events(r, 1, 2)) for r in (*runs, stale))
+    )
+    assert answers == [True, True, True, False]
+    for run in runs:
+        assert await store.read_events(run, 0, 10) == events(run, 1, 2)
 
 
 @check(EVENTS)

@@ -14,6 +14,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.plugins.sql import migrate
+from runpoint.plugins.sql.appends import Append, GroupAppends
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.schema import messages, runs, sessions
 from runpoint.types import Run
@@ -41,6 +42,7 @@ class Database(abc.ABC):
         self.engine = create_async_engine(url, **engine_options)
         # single statements need no transaction: no BEGIN and COMMIT round trips
         self.autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.appends = GroupAppends(self.append_events)
 
     async def open(self) -> None:
         await migrate.upgrade(self.engine)
@@ -88,6 +90,7 @@ class Database(abc.ABC):
         writer); the rest is written only if the run's row was."""
 
     @abc.abstractmethod
-    async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
-        """Insert event rows (seq, document) if the run's revision is still `run.revision`
-        (a seq stored already stands); False if it is not (nothing written)."""
+    async def append_events(self, appends: Sequence[Append]) -> Sequence[bool]:
+        """Insert each append's event rows if its run's revision is still `run.revision`
+        (a seq stored already stands), all in one write (see appends.py): whether each was
+        (False: nothing of it written)."""

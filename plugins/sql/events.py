@@ -11,6 +11,7 @@ from typing import Any
 import msgspec
 from sqlalchemy import bindparam, func, select
 
+from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import run_events
 from runpoint.types import Run, RunEvent
@@ -50,7 +51,7 @@ class SqlEvents:
     db: Database
 
     async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
-        return await self.db.append_events(run, event_rows(events))
+        return await self.db.appends.append(Append(run, event_rows(events)))
 
     async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:
         rows = await self.db.read(_READ, {"run": run.run_id, "after": after, "limit": limit})

@@ -30,6 +30,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.engine import URL, Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.database import Boundary, Database
 from runpoint.plugins.sql.schema import (
@@ -42,7 +43,7 @@ from runpoint.plugins.sql.schema import (
     sessions,
     tool_calls,
 )
-from runpoint.types import Run, now
+from runpoint.types import now
 
 # each partial index has the condition on PostgreSQL that schema.py gives it on SQLite
 for _index in PARTIAL_INDEXES:
@@ -120,20 +121,22 @@ class PostgreSQL(Database):
         cancel_requested: bool | None = saved.scalar()
         return cancel_requested
 
-    async def append_events(self, run: Run, events: Sequence[tuple[int, bytes]]) -> bool:
-        """One statement: the rows go in only while the run's row, locked against a writer
-        that would claim it meanwhile, has the writer's revision."""
+    async def append_events(self, appends: Sequence[Append]) -> list[bool]:
+        """One statement: each append's rows go in only while its run's row, locked against
+        a writer that would claim it meanwhile, has the append's revision."""
         values = {
-            "run_id": run.run_id,
-            "revision": run.revision,
-            "event_seqs": [seq for seq, _ in events],
-            "event_documents": [data for _, data in events],
+            "run_ids": [run.run_id for run, _ in appends],
+            "revisions": [run.revision for run, _ in appends],
+            "event_appends": [n for n, (_, events) in enumerate(appends, 1) for _ in events],
+            "event_seqs": [seq for _, events in appends for seq, _ in events],
+            "event_documents": [data for _, events in appends for _, data in events],
         }
         async with self.autocommit.connect() as conn:
             found = await conn.exec_driver_sql(
                 self._append_events.sql, self._append_events.parameters(values)
             )
-            return found.scalar() is not None
+            written = set(found.scalars())
+        return [n in written for n in range(1, len(appends) + 1)]
 
 
 def _save(with_events: bool) -> Select[tuple[bool]]:
@@ -221,7 +224,11 @@ def _new_events(run_id: Any) -> Insert:
         .table_valued("seq", "data")
         .render_derived("e")
     )
-    rows = select(run_id, new.c.seq, new.c.data)
+    return _insert_events(select(run_id, new.c.seq, new.c.data))
+
+
+def _insert_events(rows: Select[Any]) -> Insert:
+    """Event rows (run_id, seq, data); a seq stored already stands."""
     return (
         postgresql.insert(run_events)
         .from_select(["run_id", "seq", "data"], rows)
@@ -229,19 +236,40 @@ def _new_events(run_id: Any) -> Insert:
     )
 
 
-def _append_events() -> Select[tuple[str]]:
-    """`append_events`' statement: the run's id if its revision is the writer's (rows
-    written), else no row (nothing written)."""
-    writer = (
-        select(runs.c.run_id)
-        .where(
-            runs.c.run_id == bindparam("run_id", type_=String),
-            runs.c.revision == bindparam("revision", type_=Integer),
+def _append_events() -> Select[tuple[int]]:
+    """`append_events`' statement: the places (from 1) of the appends whose run has their
+    revision, each of whose rows (`event_appends` says whose, by place) are written; the
+    runs' rows locked in the order of their ids, as every such statement takes them."""
+    given = (
+        func.unnest(
+            bindparam("run_ids", type_=ARRAY(String)),
+            bindparam("revisions", type_=ARRAY(Integer)),
         )
-        .with_for_update(read=True)
-        .cte("writer")
+        .table_valued("run_id", "revision", with_ordinality="n")
+        .render_derived("w")
     )
-    return select(writer.c.run_id).add_cte(_new_events(writer.c.run_id).cte("new_events"))
+    writers = (
+        select(given.c.n, runs.c.run_id)
+        .join_from(
+            given, runs, (runs.c.run_id == given.c.run_id) & (runs.c.revision == given.c.revision)
+        )
+        .order_by(runs.c.run_id)
+        .with_for_update(read=True, of=runs)
+        .cte("writers")
+    )
+    new = (
+        func.unnest(
+            bindparam("event_appends", type_=ARRAY(BigInteger)),
+            bindparam("event_seqs", type_=ARRAY(Integer)),
+            bindparam("event_documents", type_=ARRAY(BYTEA)),
+        )
+        .table_valued("n", "seq", "data")
+        .render_derived("e")
+    )
+    rows = select(writers.c.run_id, new.c.seq, new.c.data).join_from(
+        new, writers, new.c.n == writers.c.n
+    )
+    return select(writers.c.n).add_cte(_insert_events(rows).cte("new_events"))
 
 
 # the tables a birth writes, in the order of `Births`
