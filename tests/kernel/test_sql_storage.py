@@ -175,25 +175,38 @@ async def test_sqlite_boundaries_that_come_together_share_a_commit_and_fail_alon
     await storage.save(started[1], [], None)
 
 
+class HeldWrite:
+    """A grouped write of a row of `secrets`, held open until `go_on` is set."""
+
+    def __init__(self, storage: SqlStorage) -> None:
+        assert isinstance(storage.db, Sqlite)
+        self.db = storage.db
+        self.inside, self.go_on = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self) -> None:
+        async with self.db.single_write() as conn:
+            self.inside.set()
+            await self.go_on.wait()
+            await conn.exec_driver_sql("INSERT INTO secrets (name, value) VALUES ('a', x'00')")
+
+    async def written(self) -> bool:
+        async with self.db.write() as conn:  # the database's writer is free, and has it
+            count = await conn.scalar(text("SELECT count(*) FROM secrets WHERE name = 'a'"))
+        return bool(count == 1)
+
+
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 async def test_sqlite_a_write_that_gives_up_joining_leaves_its_group_committed(
     storage: SqlStorage,
 ) -> None:
-    db = storage.db
-    assert isinstance(db, Sqlite)
-    inside, go_on = asyncio.Event(), asyncio.Event()
-
-    async def first() -> None:
-        async with db.single_write() as conn:
-            inside.set()
-            await go_on.wait()
-            await conn.exec_driver_sql("INSERT INTO secrets (name, value) VALUES ('a', x'00')")
+    held = HeldWrite(storage)
+    db, inside, go_on = held.db, held.inside, held.go_on
 
     async def second() -> None:
         async with db.single_write():
             raise AssertionError("it gave up before its turn")
 
-    written = asyncio.create_task(first())
+    written = asyncio.create_task(held())
     await inside.wait()
     joining = asyncio.create_task(second())
     await asyncio.sleep(0.01)  # waiting for its turn when the first's body ends
@@ -207,8 +220,7 @@ async def test_sqlite_a_write_that_gives_up_joining_leaves_its_group_committed(
     go_on.set()
     await asyncio.wait_for(written, 5)  # committed without the one that gave up
     assert joining.cancelled()
-    async with db.write() as conn:  # and the database's writer is free
-        assert await conn.scalar(text("SELECT count(*) FROM secrets WHERE name = 'a'")) == 1
+    assert await held.written()
 
 
 class SavepointFails:
@@ -230,21 +242,14 @@ class SavepointFails:
 async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed(
     storage: SqlStorage,
 ) -> None:
-    db = storage.db
-    assert isinstance(db, Sqlite)
-    inside, go_on = asyncio.Event(), asyncio.Event()
-
-    async def first() -> None:
-        async with db.single_write() as conn:
-            inside.set()
-            await go_on.wait()
-            await conn.exec_driver_sql("INSERT INTO secrets (name, value) VALUES ('a', x'00')")
+    held = HeldWrite(storage)
+    db, inside, go_on = held.db, held.inside, held.go_on
 
     async def second() -> None:
         async with db.single_write():
             raise AssertionError("its savepoint failed")
 
-    written = asyncio.create_task(first())
+    written = asyncio.create_task(held())
     await inside.wait()
     group = db._group
     assert group is not None
@@ -255,5 +260,4 @@ async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed
     with pytest.raises(OSError):
         await joining
     await asyncio.wait_for(written, 5)  # committed by the last of the group, which failed
-    async with db.write() as conn:
-        assert await conn.scalar(text("SELECT count(*) FROM secrets WHERE name = 'a'")) == 1
+    assert await held.written()
