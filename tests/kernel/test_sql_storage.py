@@ -189,6 +189,21 @@ class HeldWrite:
             await self.go_on.wait()
             await conn.exec_driver_sql("INSERT INTO secrets (name, value) VALUES ('a', x'00')")
 
+    async def begun(self) -> asyncio.Task[None]:
+        """The write, once it holds its group open."""
+        write = asyncio.create_task(self())
+        await self.inside.wait()
+        return write
+
+    def joining(self, why: str) -> asyncio.Task[None]:
+        """A grouped write that must not get to run: `why` it would be wrong."""
+
+        async def join() -> None:
+            async with self.db.single_write():
+                raise AssertionError(why)
+
+        return asyncio.create_task(join())
+
     async def written(self) -> bool:
         async with self.db.write() as conn:  # the database's writer is free, and has it
             count = await conn.scalar(text("SELECT count(*) FROM secrets WHERE name = 'a'"))
@@ -200,15 +215,9 @@ async def test_sqlite_a_write_that_gives_up_joining_leaves_its_group_committed(
     storage: SqlStorage,
 ) -> None:
     held = HeldWrite(storage)
-    db, inside, go_on = held.db, held.inside, held.go_on
-
-    async def second() -> None:
-        async with db.single_write():
-            raise AssertionError("it gave up before its turn")
-
-    written = asyncio.create_task(held())
-    await inside.wait()
-    joining = asyncio.create_task(second())
+    db, go_on = held.db, held.go_on
+    written = await held.begun()
+    joining = held.joining("it gave up before its turn")
     await asyncio.sleep(0.01)  # waiting for its turn when the first's body ends
     release = db._turn.release
 
@@ -243,17 +252,11 @@ async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed
     storage: SqlStorage,
 ) -> None:
     held = HeldWrite(storage)
-    db, inside, go_on = held.db, held.inside, held.go_on
-
-    async def second() -> None:
-        async with db.single_write():
-            raise AssertionError("its savepoint failed")
-
-    written = asyncio.create_task(held())
-    await inside.wait()
+    db, go_on = held.db, held.go_on
+    written = await held.begun()
     group = db._group
     assert group is not None
-    joining = asyncio.create_task(second())
+    joining = held.joining("its savepoint failed")
     await asyncio.sleep(0.01)  # waiting for its turn in the group
     group.conn = SavepointFails(group.conn)  # type: ignore[assignment]
     go_on.set()
