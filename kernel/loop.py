@@ -19,6 +19,7 @@ import msgspec
 from runpoint import tool_calls, transcript
 from runpoint.agent import Agent
 from runpoint.event_log import EventLog
+from runpoint.group_commit import GroupCommit
 from runpoint.host import RunHooks
 from runpoint.model import (
     Model,
@@ -214,9 +215,10 @@ class Execution:
         if starting or spent:
             self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
             await self.save(checkpoint=None, intents=starting)
-        recorder = tool_calls.Recorder(
-            lambda results: self.storage.record_tool_results(self.run.run_id, results)
-        )
+        # each side effect's result is durable before its call counts as done; the results
+        # that finish while one write goes share the next, so a batch of any width holds
+        # one connection, not one a call
+        recorder: GroupCommit[Message, None] = GroupCommit(self.record_tool_results)
         messages = await asyncio.gather(*(self.outcome(call, records, recorder) for call in calls))
         for call, message in zip(calls, messages, strict=True):
             self.append(message)
@@ -235,7 +237,10 @@ class Execution:
         await self.boundary("tool_batch", calls)
 
     async def outcome(
-        self, call: ToolCall, records: dict[str, Message | None], recorder: tool_calls.Recorder
+        self,
+        call: ToolCall,
+        records: dict[str, Message | None],
+        recorder: GroupCommit[Message, None],
     ) -> Message:
         """The result of one call: replayed if it finished before, given by a person, or
         from running it (then recorded, if it has side effects)."""
@@ -263,8 +268,12 @@ class Execution:
         if ran is not None:
             self.hook.runpoint_tool_call_done(run=self.run, message=message, timing=ran)
         if call.id in records or tool_calls.is_recorded(self.agent, call):
-            await recorder.record(message)
+            await recorder.submit(message)
         return message
+
+    async def record_tool_results(self, results: Sequence[Message]) -> list[None]:
+        await self.storage.record_tool_results(self.run.run_id, results)
+        return [None] * len(results)
 
     def cancelled(self) -> bool:
         """Whether a cancel was accepted for the run, here or in another process."""

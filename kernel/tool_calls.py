@@ -1,12 +1,11 @@
 """One call of a tool batch: whether a person must decide it, whether its side effects are
 recorded, whether it runs, and running it (a failure is an error result the model sees, not
-a failed run); and recording the results of a batch's calls as they finish."""
+a failed run)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -14,7 +13,7 @@ import msgspec
 from runpoint.agent import Agent
 from runpoint.errors import InvalidArguments, InvalidRequest
 from runpoint.model import MAX_TOOL_CALL_ID_LENGTH
-from runpoint.types import Approve, Decision, Message, Reject, Ruling, ToolCall
+from runpoint.types import Approve, Decision, Reject, Ruling, ToolCall
 
 REJECTED = "The user rejected this tool call."
 SKIPPED = "A person chose not to run this call again: it may have run before its process died."
@@ -142,35 +141,3 @@ def info(call: ToolCall, decision: Decision | None = None) -> dict[str, Any]:
         "tool_name": call.name,
         "tool_args": arguments(call, decision),
     }
-
-
-class Recorder:
-    """Records the results of a batch's side-effecting calls, each durably before its call
-    counts as done, one write at a time: the results that finish while one is written go
-    together in the next. A batch of any width so holds one connection, not one a call."""
-
-    def __init__(self, write: Callable[[list[Message]], Awaitable[None]]) -> None:
-        self._write = write
-        self._lock = asyncio.Lock()
-        self._next: list[Message] = []  # waiting for the next write
-        self._next_written: asyncio.Future[None] | None = None
-
-    async def record(self, result: Message) -> None:
-        """Return once `result` is written (with the others of its write)."""
-        if self._next_written is None:
-            self._next_written = asyncio.get_running_loop().create_future()
-        written = self._next_written
-        self._next.append(result)
-        async with self._lock:
-            if not written.done():  # no caller before has written it: write all waiting
-                results, self._next, self._next_written = self._next, [], None
-                try:
-                    await self._write(results)
-                except Exception as exc:
-                    written.set_exception(exc)  # raised below to every result it held
-                except BaseException:  # cancelled: so are the waiting
-                    written.cancel()
-                    raise
-                else:
-                    written.set_result(None)
-        await written

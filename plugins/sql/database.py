@@ -13,8 +13,9 @@ from sqlalchemy import Insert, Select, Table, insert
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
+from runpoint.group_commit import GroupCommit
 from runpoint.plugins.sql import migrate
-from runpoint.plugins.sql.appends import Append, GroupAppends
+from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.schema import messages, runs, sessions
 from runpoint.types import Run
@@ -42,7 +43,7 @@ class Database(abc.ABC):
         self.engine = create_async_engine(url, **engine_options)
         # single statements need no transaction: no BEGIN and COMMIT round trips
         self.autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
-        self.appends = GroupAppends(self.append_events)
+        self.appends = GroupCommit(self.append_events)
 
     async def open(self) -> None:
         await migrate.upgrade(self.engine)

@@ -51,7 +51,7 @@ class SqlEvents:
     db: Database
 
     async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
-        return await self.db.appends.append(Append(run, event_rows(events)))
+        return await self.db.appends.submit(Append(run, event_rows(events)))
 
     async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:
         rows = await self.db.read(_READ, {"run": run.run_id, "after": after, "limit": limit})

@@ -9,13 +9,12 @@ from typing import Literal, cast
 import pytest
 from sqlalchemy import event
 
-from runpoint import tool_calls
 from runpoint.agent import Agent, tool
 from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.types import Message, RunStatus, ToolCall
+from runpoint.types import RunStatus, ToolCall
 from tests.conftest import BACKENDS, OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here
@@ -198,31 +197,3 @@ async def test_a_wide_batch_of_side_effects_takes_few_connections(
     calls = [t.tool_call_id for t in (await rp.get_run(run.run_id)).tools]
     records = await rp.storage.tool_records(run.run_id, calls)
     assert [(r := records[c]) and r.content for c in calls] == [f"seat {i}" for i in range(width)]
-
-
-async def test_results_finishing_during_a_write_go_together_in_the_next() -> None:
-    writes: list[list[str | None]] = []
-    gate = asyncio.Event()
-
-    async def write(results: list[Message]) -> None:
-        writes.append([r.tool_call_id for r in results])
-        await gate.wait()  # the first write is slow: the others queue behind it
-
-    recorder = tool_calls.Recorder(write)
-    results = [Message("tool", "ok", tool_call_id=f"call-{i}") for i in range(4)]
-    recording = [asyncio.create_task(recorder.record(r)) for r in results]
-    await asyncio.sleep(0)
-    gate.set()
-    await asyncio.gather(*recording)
-    assert writes == [["call-0"], ["call-1", "call-2", "call-3"]]
-
-
-async def test_a_failed_write_fails_every_result_it_held() -> None:
-    async def write(results: list[Message]) -> None:
-        await asyncio.sleep(0)
-        raise OSError("the disk is gone")
-
-    recorder = tool_calls.Recorder(write)
-    results = [Message("tool", "ok", tool_call_id=f"call-{i}") for i in range(3)]
-    outcomes = await asyncio.gather(*(recorder.record(r) for r in results), return_exceptions=True)
-    assert [str(o) for o in outcomes] == ["the disk is gone"] * 3

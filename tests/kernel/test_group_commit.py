@@ -1,0 +1,77 @@
+"""The group commit that tool results and event appends are written through."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from runpoint.group_commit import GroupCommit
+
+
+class SlowWrites:
+    """Writes that wait for `gate`, answering each item with its length."""
+
+    def __init__(self) -> None:
+        self.groups: list[list[str]] = []
+        self.gate = asyncio.Event()
+
+    async def write(self, items: Sequence[str]) -> list[int]:
+        self.groups.append(list(items))
+        await self.gate.wait()
+        return [len(item) for item in items]
+
+
+async def started(commit: GroupCommit[str, int], item: str) -> asyncio.Task[int]:
+    """A caller's submit, let run until it waits."""
+    task = asyncio.create_task(commit.submit(item))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return task
+
+
+async def test_items_that_come_during_a_write_go_together_in_the_next() -> None:
+    writes = SlowWrites()
+    commit = GroupCommit(writes.write)
+    first = await started(commit, "a")
+    later = [await started(commit, item) for item in ("bb", "ccc", "dddd")]
+    writes.gate.set()
+    assert await asyncio.gather(first, *later) == [1, 2, 3, 4]
+    assert writes.groups == [["a"], ["bb", "ccc", "dddd"]]
+
+
+async def test_items_that_come_together_share_one_write() -> None:
+    writes = SlowWrites()
+    writes.gate.set()
+    commit = GroupCommit(writes.write)
+    assert await asyncio.gather(*(commit.submit(i) for i in ("a", "bb", "ccc"))) == [1, 2, 3]
+    assert writes.groups == [["a", "bb", "ccc"]]
+
+
+async def test_a_failed_write_fails_every_item_it_held_and_no_other() -> None:
+    failing = {"bb"}
+
+    async def write(items: Sequence[str]) -> list[int]:
+        await asyncio.sleep(0)
+        if failing & set(items):
+            raise OSError("the disk is gone")
+        return [len(item) for item in items]
+
+    commit = GroupCommit(write)
+    held = await asyncio.gather(*(commit.submit(i) for i in ("a", "bb")), return_exceptions=True)
+    assert [str(outcome) for outcome in held] == ["the disk is gone"] * 2
+    assert await commit.submit("ccc") == 3  # the next write is a write of its own
+
+
+async def test_a_caller_that_gives_up_leaves_the_write_to_finish_for_the_others() -> None:
+    writes = SlowWrites()
+    commit = GroupCommit(writes.write)
+    await started(commit, "a")  # the write in flight
+    leaving, staying = await started(commit, "bb"), await started(commit, "ccc")
+    leaving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    writes.gate.set()
+    assert await staying == 3
+    assert writes.groups == [["a"], ["bb", "ccc"]]  # what left was written all the same
