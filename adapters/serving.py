@@ -273,9 +273,10 @@ def check_database(rp: Runpoint, db: str) -> None:
     asyncio.run(open_and_close())
 
 
-def warn_missing_keys(rp: Runpoint) -> None:
+def warn_of_models(rp: Runpoint) -> None:
     """A warning for each agent whose model needs an API key it does not have (its runs
-    would end ERROR): vendor models name the variable they read in `api_key_env`."""
+    would end ERROR; vendor models name the variable they read in `api_key_env`), and for
+    each whose model its vendor has deprecated (`deprecation()`, the SDK's notice)."""
     for agent in rp.agents.values():
         model = rp.host.model(agent.model) if isinstance(agent.model, str) else agent.model
         variable = getattr(model, "api_key_env", None)
@@ -286,6 +287,9 @@ def warn_missing_keys(rp: Runpoint) -> None:
                 model.name,
                 variable,
             )
+        deprecation = getattr(model, "deprecation", None)
+        if deprecation is not None and (notice := deprecation()):
+            log.warning("agent %s: model %s is %s", agent.id, model.name, notice)
 
 
 def serve(args: argparse.Namespace) -> None:
@@ -312,7 +316,7 @@ def serve(args: argparse.Namespace) -> None:
         check_database(rp, args.db)
     except (ValueError, OSError, RunpointError) as exc:
         raise StartupError(str(exc)) from exc
-    warn_missing_keys(rp)
+    warn_of_models(rp)
     import uvicorn
 
     from runpoint.adapters.request_log import RequestLog

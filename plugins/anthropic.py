@@ -51,6 +51,14 @@ class Claude(VendorModel["AsyncAnthropic"]):
 
         return AsyncAnthropic(**options)
 
+    def deprecation(self) -> str | None:
+        # `messages.create` warns of these on every call (a DeprecationWarning, which a
+        # server never shows); runpoint posts the body itself, and says it once, at start-up
+        from anthropic._data import DEPRECATED_MODELS
+
+        end = DEPRECATED_MODELS.get(self.id)
+        return None if end is None else f"deprecated: it reaches end-of-life on {end}"
+
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": vm.claude_messages(request.messages, request.memo)}
         if system := vm.system_prompt(request.instructions, request.messages):

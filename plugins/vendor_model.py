@@ -68,6 +68,11 @@ class VendorModel(ABC, Generic[Client]):
         except json.JSONDecodeError as exc:  # the SDKs read bodies and events with json
             raise MalformedResponse(f"{self.name} answered with something not JSON: {exc}") from exc
 
+    def deprecation(self) -> str | None:
+        """What the vendor's SDK says of this model if it is deprecated (the server warns of
+        it at start-up), or None."""
+        return None
+
     def client(self) -> Client:
         if self._client is None:
             api_key = self.api_key or os.environ.get(self.api_key_env)

@@ -133,3 +133,18 @@ def test_json_logs_are_one_object_a_line_every_line(tmp_path: Path) -> None:
     assert_logged(
         answered([line for line in lines if line["logger"] == "runpoint.requests"]), responses
     )
+
+
+def test_an_agent_on_a_deprecated_model_is_a_warning_at_start(tmp_path: Path) -> None:
+    """The Anthropic SDK warns of a deprecated model on each `messages.create` (a
+    DeprecationWarning, which a server hides); runpoint sends its own body, and says it once."""
+    from tests.cli.deprecated_agents import END_OF_LIFE, MODEL
+
+    log = tmp_path / "serve.log"
+    app, key = "tests.cli.deprecated_agents:agents", {"ANTHROPIC_API_KEY": "sk-test"}
+    with serving(log, "--app", app, "--db", "memory:", **key) as client:
+        assert [a["id"] for a in client.get("/agents").json()] == ["old"]
+    [warning] = [line for line in log.read_text().splitlines() if line.startswith("WARNING")]
+    assert warning.endswith(
+        f"agent old: model anthropic:{MODEL} is deprecated: it reaches end-of-life on {END_OF_LIFE}"
+    )
