@@ -58,12 +58,14 @@ class PostgreSQL(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         # documents are already JSON: hand them to JSONB and back untouched
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
-        super().__init__(url, **(untouched | engine_options))
-        # a boundary with events, and one without (a new run's input; the schema before 0013)
-        self._save = {
-            with_events: _Statement.compile(_save(with_events), self.engine.dialect)
-            for with_events in (False, True)
-        }
+        # Every statement finds its rows by key (partial indexes are matched by their
+        # literals), so one plan per connection serves any values: else the server plans
+        # a statement over an array parameter anew at each call (its length changes the
+        # estimates, so the plan cache keeps judging a custom plan cheaper).
+        generic = {"server_settings": {"plan_cache_mode": "force_generic_plan"}}
+        connect_args = generic | engine_options.pop("connect_args", {})
+        super().__init__(url, **(untouched | engine_options), connect_args=connect_args)
+        self._saves: dict[_Parts, _Statement] = {}
         self._append_events = _Statement.compile(_append_events(), self.engine.dialect)
         self._births: dict[_Shape, _Statement] = {}
 
@@ -109,14 +111,16 @@ class PostgreSQL(Database):
             "indexes": [i for i, _, _ in rows],
             "roles": [r for _, r, _ in rows],
             "documents": [d.decode() for _, _, d in rows],
-            "checkpoint_indexes": [mark[0]] if mark else [],
-            "checkpoint_documents": [mark[1].decode()] if mark else [],
+            "checkpoint_index": mark[0] if mark else None,
+            "checkpoint_document": mark[1].decode() if mark else None,
             "intents": list(boundary.intents),
             "started_at": now(),
             "event_seqs": [seq for seq, _ in boundary.events],
             "event_documents": [data for _, data in boundary.events],
         }
-        save = self._save[bool(boundary.events)]
+        parts = _Parts(bool(rows), bool(mark), bool(boundary.intents), bool(boundary.events))
+        if (save := self._saves.get(parts)) is None:
+            save = self._saves[parts] = _Statement.compile(_save(parts), self.engine.dialect)
         saved = await conn.exec_driver_sql(save.sql, save.parameters(values))
         cancel_requested: bool | None = saved.scalar()
         return cancel_requested
@@ -139,7 +143,17 @@ class PostgreSQL(Database):
         return [n in written for n in range(1, len(appends) + 1)]
 
 
-def _save(with_events: bool) -> Select[tuple[bool]]:
+class _Parts(NamedTuple):
+    """Which rows a boundary writes besides the run's: its statement has only their INSERTs
+    (an empty one still costs the server its tables' locks, plan nodes and indexes)."""
+
+    messages: bool
+    checkpoint: bool
+    intents: bool
+    events: bool  # never before 0013 (no run_events): the run's input is written without
+
+
+def _save(parts: _Parts) -> Select[tuple[bool]]:
     """`save`'s statement (see `Database.write_boundary`): the log's places are taken only
     if the run's revision matches, the run's row only then, the rows only with the run's."""
     run_id = bindparam("run_id", type_=String)
@@ -167,49 +181,53 @@ def _save(with_events: bool) -> Select[tuple[bool]]:
         .returning(runs.c.run_id, runs.c.cancel_requested)
         .cte("run")
     )
-    new = (
-        func.unnest(
-            bindparam("indexes", type_=ARRAY(Integer)),
-            bindparam("roles", type_=ARRAY(Text)),
-            bindparam("documents", type_=ARRAY(Text)),
+    writes: list[Any] = []
+    if parts.messages:
+        new = (
+            func.unnest(
+                bindparam("indexes", type_=ARRAY(Integer)),
+                bindparam("roles", type_=ARRAY(Text)),
+                bindparam("documents", type_=ARRAY(Text)),
+            )
+            .table_valued("idx", "role", "data", with_ordinality="n")
+            .render_derived("m")
         )
-        .table_valued("idx", "role", "data", with_ordinality="n")
-        .render_derived("m")
-    )
-    new_messages = insert(messages).from_select(
-        ["run_id", "idx", "role", "data", "event_seq"],
-        select(
-            run.c.run_id,
-            new.c.idx,
-            new.c.role,
-            cast(new.c.data, JSONB),
-            log.c.event_seq - places + new.c.n,
-        ),
-    )
-    mark = (
-        func.unnest(
-            bindparam("checkpoint_indexes", type_=ARRAY(Integer)),
-            bindparam("checkpoint_documents", type_=ARRAY(Text)),
+        new_messages = insert(messages).from_select(
+            ["run_id", "idx", "role", "data", "event_seq"],
+            select(
+                run.c.run_id,
+                new.c.idx,
+                new.c.role,
+                cast(new.c.data, JSONB),
+                log.c.event_seq - places + new.c.n,
+            ),
         )
-        .table_valued("idx", "data")
-        .render_derived("c")
-    )
-    new_checkpoint = postgresql.insert(checkpoints).from_select(
-        ["run_id", "message_index", "data", "event_seq"],
-        select(run.c.run_id, mark.c.idx, cast(mark.c.data, JSONB), log.c.event_seq),
-    )
-    new_checkpoint = new_checkpoint.on_conflict_do_nothing()  # the first at an index stands
-    intent = (
-        func.unnest(bindparam("intents", type_=ARRAY(Text))).table_valued("id").render_derived("t")
-    )
-    intents = insert(tool_calls).from_select(
-        ["run_id", "tool_call_id", "started_at"],
-        select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
-    )
-    writes = [new_messages.cte("new_messages"), new_checkpoint.cte("new_checkpoint")]
-    writes += [intents.cte("intents")]
-    if with_events:
-        writes += [_new_events(run.c.run_id).cte("new_events")]
+        writes.append(new_messages.cte("new_messages"))
+    if parts.checkpoint:
+        new_checkpoint = postgresql.insert(checkpoints).from_select(
+            ["run_id", "message_index", "data", "event_seq"],
+            select(
+                run.c.run_id,
+                bindparam("checkpoint_index", type_=Integer),
+                cast(bindparam("checkpoint_document", type_=Text), JSONB),
+                log.c.event_seq,
+            ),
+        )
+        # the first at an index stands
+        writes.append(new_checkpoint.on_conflict_do_nothing().cte("new_checkpoint"))
+    if parts.intents:
+        intent = (
+            func.unnest(bindparam("intents", type_=ARRAY(Text)))
+            .table_valued("id")
+            .render_derived("t")
+        )
+        intents = insert(tool_calls).from_select(
+            ["run_id", "tool_call_id", "started_at"],
+            select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
+        )
+        writes.append(intents.cte("intents"))
+    if parts.events:
+        writes.append(_new_events(run.c.run_id).cte("new_events"))
     return select(run.c.cancel_requested).add_cte(*writes)
 
 
