@@ -209,7 +209,8 @@ class Executor:
         started = msgspec.structs.replace(run)
         running = asyncio.create_task(execute(), name=f"run {run.run_id}")
         self._keep(running)
-        follow = self.streams.follow(started, last_seq) if stream else None
+        # the log holds `last_seq` (its end when this execution began): nothing to read
+        follow = self.streams.follow(started, last_seq, stored=True) if stream else None
         return RunHandle(started, lambda: asyncio.shield(running), follow)
 
     async def _enqueue(self, run: Run, incoming: Sequence[Message]) -> RunHandle:

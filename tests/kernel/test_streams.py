@@ -117,7 +117,9 @@ async def test_a_run_born_here_starts_its_log_without_reading_it() -> None:
     storage = Counted()
     async with Runpoint(demo_agents, storage=storage) as rp:
         first = await (await rp.create_run("travel-agent", "Paris")).result()
-        branch = await (await rp.continue_run(first.run_id, input="And Lima?")).result()
+        streamed = await rp.continue_run(first.run_id, input="And Lima?", stream=True)
+        await collect(streamed.events())
+        branch = await streamed.result()
         assert storage.ends_read == 0  # each is new: its log is empty
         for run in (first, branch):
             seqs = [e.seq for e in await events(rp, run.run_id)]
