@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    CTE,
     BigInteger,
+    BindParameter,
     Column,
     Float,
     Insert,
@@ -183,52 +185,63 @@ def _save(parts: _Parts) -> Select[tuple[bool]]:
     )
     writes: list[Any] = []
     if parts.messages:
-        new = (
-            func.unnest(
-                bindparam("indexes", type_=ARRAY(Integer)),
-                bindparam("roles", type_=ARRAY(Text)),
-                bindparam("documents", type_=ARRAY(Text)),
-            )
-            .table_valued("idx", "role", "data", with_ordinality="n")
-            .render_derived("m")
-        )
-        new_messages = insert(messages).from_select(
-            ["run_id", "idx", "role", "data", "event_seq"],
-            select(
-                run.c.run_id,
-                new.c.idx,
-                new.c.role,
-                cast(new.c.data, JSONB),
-                log.c.event_seq - places + new.c.n,
-            ),
-        )
-        writes.append(new_messages.cte("new_messages"))
+        writes.append(_new_messages(run, log, places).cte("new_messages"))
     if parts.checkpoint:
-        new_checkpoint = postgresql.insert(checkpoints).from_select(
-            ["run_id", "message_index", "data", "event_seq"],
-            select(
-                run.c.run_id,
-                bindparam("checkpoint_index", type_=Integer),
-                cast(bindparam("checkpoint_document", type_=Text), JSONB),
-                log.c.event_seq,
-            ),
-        )
-        # the first at an index stands
-        writes.append(new_checkpoint.on_conflict_do_nothing().cte("new_checkpoint"))
+        writes.append(_new_checkpoint(run, log).cte("new_checkpoint"))
     if parts.intents:
-        intent = (
-            func.unnest(bindparam("intents", type_=ARRAY(Text)))
-            .table_valued("id")
-            .render_derived("t")
-        )
-        intents = insert(tool_calls).from_select(
-            ["run_id", "tool_call_id", "started_at"],
-            select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
-        )
-        writes.append(intents.cte("intents"))
+        writes.append(_intents(run).cte("intents"))
     if parts.events:
         writes.append(_new_events(run.c.run_id).cte("new_events"))
     return select(run.c.cancel_requested).add_cte(*writes)
+
+
+def _new_messages(run: CTE, log: CTE, places: BindParameter[int]) -> Insert:
+    """The rows of `indexes`, `roles` and `documents`, in the log's places they took."""
+    new = (
+        func.unnest(
+            bindparam("indexes", type_=ARRAY(Integer)),
+            bindparam("roles", type_=ARRAY(Text)),
+            bindparam("documents", type_=ARRAY(Text)),
+        )
+        .table_valued("idx", "role", "data", with_ordinality="n")
+        .render_derived("m")
+    )
+    return insert(messages).from_select(
+        ["run_id", "idx", "role", "data", "event_seq"],
+        select(
+            run.c.run_id,
+            new.c.idx,
+            new.c.role,
+            cast(new.c.data, JSONB),
+            log.c.event_seq - places + new.c.n,
+        ),
+    )
+
+
+def _new_checkpoint(run: CTE, log: CTE) -> Insert:
+    """The checkpoint of `checkpoint_index` and `checkpoint_document`, in the boundary's
+    place; the first at an index stands."""
+    document = cast(bindparam("checkpoint_document", type_=Text), JSONB)
+    index = bindparam("checkpoint_index", type_=Integer)
+    return (
+        postgresql.insert(checkpoints)
+        .from_select(
+            ["run_id", "message_index", "data", "event_seq"],
+            select(run.c.run_id, index, document, log.c.event_seq),
+        )
+        .on_conflict_do_nothing()
+    )
+
+
+def _intents(run: CTE) -> Insert:
+    """The side-effecting calls of `intents`, started at `started_at`."""
+    intent = (
+        func.unnest(bindparam("intents", type_=ARRAY(Text))).table_valued("id").render_derived("t")
+    )
+    return insert(tool_calls).from_select(
+        ["run_id", "tool_call_id", "started_at"],
+        select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
+    )
 
 
 def _new_events(run_id: Any) -> Insert:
