@@ -120,10 +120,11 @@ class Executor:
         background: bool,
         resumed: bool = False,
     ) -> RunHandle:
-        """Execute an accepted run (written since `accept`) here, or hand it to the run queue."""
+        """Execute an accepted run (written since `accept`) here, or hand it to the run queue.
+        A run begun unresumed was born with this request: it has no events yet."""
         if self._queued(background, stream):
             return await self._enqueue(run, incoming)
-        return await self._start(agent, run, incoming, stream, resumed=resumed)
+        return await self._start(agent, run, incoming, stream, resumed=resumed, born=not resumed)
 
     def refuse_active(self, run: Run) -> None:
         """Conflict if this process is executing the run."""
@@ -175,9 +176,11 @@ class Executor:
         stream: bool,
         *,
         resumed: bool = False,
+        born: bool = False,
     ) -> RunHandle:
-        """Execute a run here (claimed: no earlier writer can add to its event log now)."""
-        last_seq = await self.storage.last_event_seq(run.run_id)
+        """Execute a run here (claimed: no earlier writer can add to its event log now);
+        `born`: just written, its event log is empty (nothing to ask the storage)."""
+        last_seq = 0 if born else await self.storage.last_event_seq(run.run_id)
         events = EventLog(self.storage, run, last_seq, lambda: self.streams.stored(run.run_id))
         execution = Execution(
             agent=agent,
@@ -206,7 +209,8 @@ class Executor:
         started = msgspec.structs.replace(run)
         running = asyncio.create_task(execute(), name=f"run {run.run_id}")
         self._keep(running)
-        follow = self.streams.follow(started, last_seq) if stream else None
+        # the log holds `last_seq` (its end when this execution began): nothing to read
+        follow = self.streams.follow(started, last_seq, stored=True) if stream else None
         return RunHandle(started, lambda: asyncio.shield(running), follow)
 
     async def _enqueue(self, run: Run, incoming: Sequence[Message]) -> RunHandle:

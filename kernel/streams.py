@@ -93,11 +93,14 @@ class Streams:
         if (tail := self._tails.get(run_id)) is not None:
             tail.woken.set()
 
-    async def follow(self, run: Run, after: int = 0) -> AsyncIterator[list[RunEvent]]:
+    async def follow(
+        self, run: Run, after: int = 0, *, stored: bool = False
+    ) -> AsyncIterator[list[RunEvent]]:
         """The run's events whose seq is past `after`, stored ones first, then the live ones
         until the run stops (or pauses); in batches, as they came (a stream sends a batch
-        at once: a hundred followers of a fast run cost a send per batch, not per token)."""
-        tail = await self._join(run, after)
+        at once: a hundred followers of a fast run cost a send per batch, not per token).
+        `stored`: the log is known to hold `after` (its end is not read)."""
+        tail = await self._join(run, after, stored)
         try:
             seq = after
             while True:
@@ -116,15 +119,15 @@ class Streams:
         finally:
             self._leave(tail)
 
-    async def _join(self, run: Run, after: int) -> _Tail:
+    async def _join(self, run: Run, after: int, stored: bool) -> _Tail:
         tail = self._tails.get(run.run_id)
         if tail is None:
             # a tail starts where its first follower is, but never past the log's end (an
             # id a client made up): its followers read what is before it from the log
-            stored = await self.storage.last_event_seq(run.run_id)
+            end = after if stored else await self.storage.last_event_seq(run.run_id)
             tail = self._tails.get(run.run_id)  # another follower's, made meanwhile
             if tail is None:
-                tail = _Tail(self.storage, run, min(after, stored), self.poll_seconds)
+                tail = _Tail(self.storage, run, min(after, end), self.poll_seconds)
                 self._tails[run.run_id] = tail
                 tail.task = asyncio.create_task(self._read(tail), name=f"tail {run.run_id}")
         tail.followers += 1

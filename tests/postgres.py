@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +43,12 @@ def available() -> bool:
 class TemporaryServer:
     """initdb into a temporary directory, start on a free loopback port, stop and delete."""
 
-    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
+    def __init__(
+        self, bin_dir: Path, *, durable: bool = False, settings: Mapping[str, str] = {}
+    ) -> None:
         self.bin_dir = bin_dir
         self.durable = durable  # tests trade crash safety of the server itself for speed
+        self.settings = settings  # more of the server's settings (-c name=value)
         self.root = Path(tempfile.mkdtemp(prefix="runpoint-pg-"))
         self.data = self.root / "data"
         with socket.socket() as probe:
@@ -67,6 +71,7 @@ class TemporaryServer:
         )
         if not self.durable:
             options += " -c fsync=off -c full_page_writes=off"
+        options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
         self._run("pg_ctl", "-D", str(self.data), "-o", options, "-w", "-l", "log", "start")
         return self.url
 

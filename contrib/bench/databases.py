@@ -11,7 +11,7 @@ import contextlib
 import sqlite3
 import sys
 import tempfile
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +25,13 @@ NewDatabase = Callable[[str], Coroutine[Any, Any, str]]
 
 @contextlib.contextmanager
 def databases(
-    on_postgres: bool, directory: Path, page_size: int | None = None
+    on_postgres: bool,
+    directory: Path,
+    page_size: int | None = None,
+    settings: Mapping[str, str] = {},
 ) -> Iterator[NewDatabase]:
-    """Yields `new(name) -> url`, making an empty database each time."""
+    """Yields `new(name) -> url`, making an empty database each time (on PostgreSQL, on a
+    server of `settings`)."""
     if not on_postgres:
 
         async def new_file(name: str) -> str:
@@ -41,7 +45,7 @@ def databases(
     bin_dir = postgres.binaries()
     if bin_dir is None:
         raise SystemExit("PostgreSQL is not installed (apt-get install postgresql)")
-    server = postgres.TemporaryServer(bin_dir, durable=True)
+    server = postgres.TemporaryServer(bin_dir, durable=True, settings=settings)
     admin = server.start()
 
     async def new_database(name: str) -> str:

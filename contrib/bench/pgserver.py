@@ -13,6 +13,7 @@ import os
 import threading
 from collections import Counter
 from collections.abc import Iterator
+from typing import NamedTuple
 
 import asyncpg
 from sqlalchemy.engine import make_url
@@ -46,6 +47,41 @@ async def checkpoint(database: str) -> None:
     connection = await asyncpg.connect(_dsn(database))
     try:
         await connection.execute("CHECKPOINT")
+    finally:
+        await connection.close()
+
+
+# What the server executed, by statement, from pg_stat_statements (which a server loads at
+# its start: see STATEMENT_SETTINGS): times it ran, was planned, and the WAL it wrote
+STATEMENT_SETTINGS = {
+    "shared_preload_libraries": "pg_stat_statements",
+    "pg_stat_statements.track_planning": "on",
+}
+_EXECUTED = """
+SELECT query, calls, plans, wal_bytes FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query NOT LIKE '%pg_stat_%'
+"""
+
+
+class Executed(NamedTuple):
+    query: str
+    calls: int
+    plans: int
+    wal_bytes: int
+
+
+async def executed(database: str, *, reset: bool = False) -> list[Executed]:
+    """Each statement the server has executed since the last `reset` (which starts counting
+    anew), on a server that loaded pg_stat_statements."""
+    connection = await asyncpg.connect(_dsn(database))
+    try:
+        await connection.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        if reset:
+            await connection.execute("SELECT pg_stat_statements_reset()")
+            return []
+        rows = await connection.fetch(_EXECUTED)
+        return [Executed(r["query"], r["calls"], r["plans"], int(r["wal_bytes"])) for r in rows]
     finally:
         await connection.close()
 

@@ -13,8 +13,10 @@ the database, the CPU time a run costs in runpoint and in PostgreSQL with the co
 (which bound what 2 processes can reach on this machine), what a run asks of the database
 (statements and round trips, counted by runpoint's side: see statements.py) and what the
 server writes for it (WAL bytes; bytes its processes had the OS write, see pgserver.py),
-and what the database's busy backends were doing, sampled (were it serialising the runs,
-they would wait on locks).
+the server's own count of each statement it executed and planned, and the WAL it wrote
+(pg_stat_statements, which the server loads: its bookkeeping is in the server's CPU), and
+what the database's busy backends were doing, sampled (were it serialising the runs, they
+would wait on locks).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from runpoint.types import (
 )
 
 QUESTION = "Paris, Tokyo and Lagos"
+STATEMENTS_SHOWN = 6  # of the server's, those that wrote the most WAL
 
 
 @tool(effect="read")
@@ -181,6 +184,7 @@ class Phase(NamedTuple):
     disk: int | None
     wal: int
     states: Counter[str]
+    executed: list[pgserver.Executed]
 
 
 def phase(database: str, processes: int, runs: int, concurrency: int, warmup: int) -> Phase:
@@ -195,6 +199,7 @@ def phase(database: str, processes: int, runs: int, concurrency: int, warmup: in
     ]
     for process in started:
         assert process.stdout is not None and process.stdout.readline() == "ready\n"
+    asyncio.run(pgserver.executed(database, reset=True))
     before = pgserver.cpu_seconds(postmaster)
     disk, wal = pgserver.write_bytes(postmaster), asyncio.run(pgserver.wal_position(database))
     stop = threading.Event()
@@ -215,13 +220,15 @@ def phase(database: str, processes: int, runs: int, concurrency: int, warmup: in
     time.sleep(0.2)  # the workers' backends have exited: their time is the postmaster's
     cpu = pgserver.cpu_seconds(postmaster) - before - sampler_cpu
     wal = asyncio.run(pgserver.wal_position(database)) - wal
+    executed = asyncio.run(pgserver.executed(database))
     written = pgserver.write_bytes(postmaster)
     disk = None if disk is None or written is None else written - disk
-    return Phase(results, wall, cpu, disk, wal, states)
+    return Phase(results, wall, cpu, disk, wal, states, executed)
 
 
 def main(runs: int, concurrency: int, warmup: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp, databases(True, Path(tmp)) as new:
+    settings = pgserver.STATEMENT_SETTINGS
+    with tempfile.TemporaryDirectory() as tmp, databases(True, Path(tmp), settings=settings) as new:
         database = asyncio.run(new("scale"))
         asyncio.run(worker(database, 4, 4))  # migrate
         alone = asyncio.run(checkpoint_writes(database))
@@ -264,6 +271,13 @@ def main(runs: int, concurrency: int, warmup: int) -> None:
             f"trips; {measured.wal / done:,.0f} bytes of WAL; the server's write_bytes {disk} "
             "(the OS's count: see disk.py)"
         )
+        plans = sum(e.plans for e in measured.executed)
+        print(f"  the server's statements per run ({plans / done:.2f} planned), by WAL bytes:")
+        for e in sorted(measured.executed, key=lambda e: -e.wal_bytes)[:STATEMENTS_SHOWN]:
+            print(
+                f"    {e.calls / done:5.2f} executed, {e.plans / done:5.2f} planned, "
+                f"{e.wal_bytes / done:7,.0f} WAL bytes: {' '.join(e.query.split())[:60]}"
+            )
         print("  PostgreSQL backends holding a statement or transaction, sampled:")
         for state, count in measured.states.most_common():
             print(f"    {100 * count / measured.states.total():5.1f}%  {state}")

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy import (
+    CTE,
     BigInteger,
+    BindParameter,
     Column,
     Float,
     Insert,
@@ -58,12 +60,14 @@ class PostgreSQL(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         # documents are already JSON: hand them to JSONB and back untouched
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
-        super().__init__(url, **(untouched | engine_options))
-        # a boundary with events, and one without (a new run's input; the schema before 0013)
-        self._save = {
-            with_events: _Statement.compile(_save(with_events), self.engine.dialect)
-            for with_events in (False, True)
-        }
+        # Every statement finds its rows by key (partial indexes are matched by their
+        # literals), so one plan per connection serves any values: else the server plans
+        # a statement over an array parameter anew at each call (its length changes the
+        # estimates, so the plan cache keeps judging a custom plan cheaper).
+        generic = {"server_settings": {"plan_cache_mode": "force_generic_plan"}}
+        connect_args = generic | engine_options.pop("connect_args", {})
+        super().__init__(url, **(untouched | engine_options), connect_args=connect_args)
+        self._saves: dict[_Parts, _Statement] = {}
         self._append_events = _Statement.compile(_append_events(), self.engine.dialect)
         self._births: dict[_Shape, _Statement] = {}
 
@@ -109,14 +113,16 @@ class PostgreSQL(Database):
             "indexes": [i for i, _, _ in rows],
             "roles": [r for _, r, _ in rows],
             "documents": [d.decode() for _, _, d in rows],
-            "checkpoint_indexes": [mark[0]] if mark else [],
-            "checkpoint_documents": [mark[1].decode()] if mark else [],
+            "checkpoint_index": mark[0] if mark else None,
+            "checkpoint_document": mark[1].decode() if mark else None,
             "intents": list(boundary.intents),
             "started_at": now(),
             "event_seqs": [seq for seq, _ in boundary.events],
             "event_documents": [data for _, data in boundary.events],
         }
-        save = self._save[bool(boundary.events)]
+        parts = _Parts(bool(rows), bool(mark), bool(boundary.intents), bool(boundary.events))
+        if (save := self._saves.get(parts)) is None:
+            save = self._saves[parts] = _Statement.compile(_save(parts), self.engine.dialect)
         saved = await conn.exec_driver_sql(save.sql, save.parameters(values))
         cancel_requested: bool | None = saved.scalar()
         return cancel_requested
@@ -139,7 +145,17 @@ class PostgreSQL(Database):
         return [n in written for n in range(1, len(appends) + 1)]
 
 
-def _save(with_events: bool) -> Select[tuple[bool]]:
+class _Parts(NamedTuple):
+    """Which rows a boundary writes besides the run's: its statement has only their INSERTs
+    (an empty one still costs the server its tables' locks, plan nodes and indexes)."""
+
+    messages: bool
+    checkpoint: bool
+    intents: bool
+    events: bool  # never before 0013 (no run_events): the run's input is written without
+
+
+def _save(parts: _Parts) -> Select[tuple[bool]]:
     """`save`'s statement (see `Database.write_boundary`): the log's places are taken only
     if the run's revision matches, the run's row only then, the rows only with the run's."""
     run_id = bindparam("run_id", type_=String)
@@ -167,6 +183,20 @@ def _save(with_events: bool) -> Select[tuple[bool]]:
         .returning(runs.c.run_id, runs.c.cancel_requested)
         .cte("run")
     )
+    writes: list[Any] = []
+    if parts.messages:
+        writes.append(_new_messages(run, log, places).cte("new_messages"))
+    if parts.checkpoint:
+        writes.append(_new_checkpoint(run, log).cte("new_checkpoint"))
+    if parts.intents:
+        writes.append(_intents(run).cte("intents"))
+    if parts.events:
+        writes.append(_new_events(run.c.run_id).cte("new_events"))
+    return select(run.c.cancel_requested).add_cte(*writes)
+
+
+def _new_messages(run: CTE, log: CTE, places: BindParameter[int]) -> Insert:
+    """The rows of `indexes`, `roles` and `documents`, in the log's places they took."""
     new = (
         func.unnest(
             bindparam("indexes", type_=ARRAY(Integer)),
@@ -176,7 +206,7 @@ def _save(with_events: bool) -> Select[tuple[bool]]:
         .table_valued("idx", "role", "data", with_ordinality="n")
         .render_derived("m")
     )
-    new_messages = insert(messages).from_select(
+    return insert(messages).from_select(
         ["run_id", "idx", "role", "data", "event_seq"],
         select(
             run.c.run_id,
@@ -186,31 +216,32 @@ def _save(with_events: bool) -> Select[tuple[bool]]:
             log.c.event_seq - places + new.c.n,
         ),
     )
-    mark = (
-        func.unnest(
-            bindparam("checkpoint_indexes", type_=ARRAY(Integer)),
-            bindparam("checkpoint_documents", type_=ARRAY(Text)),
+
+
+def _new_checkpoint(run: CTE, log: CTE) -> Insert:
+    """The checkpoint of `checkpoint_index` and `checkpoint_document`, in the boundary's
+    place; the first at an index stands."""
+    document = cast(bindparam("checkpoint_document", type_=Text), JSONB)
+    index = bindparam("checkpoint_index", type_=Integer)
+    return (
+        postgresql.insert(checkpoints)
+        .from_select(
+            ["run_id", "message_index", "data", "event_seq"],
+            select(run.c.run_id, index, document, log.c.event_seq),
         )
-        .table_valued("idx", "data")
-        .render_derived("c")
+        .on_conflict_do_nothing()
     )
-    new_checkpoint = postgresql.insert(checkpoints).from_select(
-        ["run_id", "message_index", "data", "event_seq"],
-        select(run.c.run_id, mark.c.idx, cast(mark.c.data, JSONB), log.c.event_seq),
-    )
-    new_checkpoint = new_checkpoint.on_conflict_do_nothing()  # the first at an index stands
+
+
+def _intents(run: CTE) -> Insert:
+    """The side-effecting calls of `intents`, started at `started_at`."""
     intent = (
         func.unnest(bindparam("intents", type_=ARRAY(Text))).table_valued("id").render_derived("t")
     )
-    intents = insert(tool_calls).from_select(
+    return insert(tool_calls).from_select(
         ["run_id", "tool_call_id", "started_at"],
         select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
     )
-    writes = [new_messages.cte("new_messages"), new_checkpoint.cte("new_checkpoint")]
-    writes += [intents.cte("intents")]
-    if with_events:
-        writes += [_new_events(run.c.run_id).cte("new_events")]
-    return select(run.c.cancel_requested).add_cte(*writes)
 
 
 def _new_events(run_id: Any) -> Insert:

@@ -1,7 +1,8 @@
 """The SQL storage keeps every field of a run, finds the expired runs of its agents, and
 commits the writes of runs that come together together: event appends in one transaction
 (one statement on PostgreSQL), each run's rows only while its writer's revision is the
-run's; on SQLite, boundaries too, each in a savepoint of its own."""
+run's; on SQLite, boundaries too, each in a savepoint of its own. PostgreSQL plans each
+statement once per connection."""
 
 from __future__ import annotations
 
@@ -147,6 +148,28 @@ async def test_appends_that_come_together_are_one_write(storage: SqlStorage) -> 
     # and alone, an append is a write of its own, as soon as it comes
     assert await storage.append_events(started[0], events(started[0], 3, 1))
     assert len(writes) == 2
+
+
+@pytest.mark.parametrize("database", ["postgresql"], indirect=True)
+async def test_postgresql_plans_a_statement_once_per_connection(database: str) -> None:
+    """An append's rows are array parameters: planned for their length, its plan would be
+    made anew at every call."""
+    storage = SqlStorage(database, pool_size=1, max_overflow=0)  # one connection
+    await storage.open()
+    try:
+        started = [(await build.started(storage))[1] for _ in range(10)]
+        for run in started:
+            assert await storage.append_events(run, events(run, 1, 2))
+        async with storage.engine.connect() as conn:
+            plans = await conn.execute(
+                text(
+                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                    "WHERE statement LIKE 'WITH writers%'"
+                )
+            )
+            assert plans.all() == [(10, 0)]
+    finally:
+        await storage.close()
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)

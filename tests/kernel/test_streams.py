@@ -99,3 +99,28 @@ async def test_events_lost_between_boundaries_cost_the_run_nothing() -> None:
     names = [e.event for e in streamed]
     assert "CheckpointCreated" in names and names[-1] == "RunCompleted"
     assert [e.seq for e in streamed] == sorted({e.seq for e in streamed})
+
+
+class Counted(MemoryStorage):
+    """Counts the reads of an event log's end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ends_read = 0
+
+    async def last_event_seq(self, run_id: str) -> int:
+        self.ends_read += 1
+        return await super().last_event_seq(run_id)
+
+
+async def test_a_run_born_here_starts_its_log_without_reading_it() -> None:
+    storage = Counted()
+    async with Runpoint(demo_agents, storage=storage) as rp:
+        first = await (await rp.create_run("travel-agent", "Paris")).result()
+        streamed = await rp.continue_run(first.run_id, input="And Lima?", stream=True)
+        await collect(streamed.events())
+        branch = await streamed.result()
+        assert storage.ends_read == 0  # each is new: its log is empty
+        for run in (first, branch):
+            seqs = [e.seq for e in await events(rp, run.run_id)]
+            assert seqs == list(range(1, len(seqs) + 1))
