@@ -15,8 +15,9 @@ from typing import Any
 
 import asyncpg
 
-# the most reads under way at once; the others wait for a connection
-SIZE = 10
+# the most reads under way at once (each a short statement), the others waiting for one to
+# end: a process holds at most this many connections for reads, besides the engine's pool
+SIZE = 5
 
 
 class Readers:

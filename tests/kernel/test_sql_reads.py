@@ -12,6 +12,7 @@ import pytest
 from sqlalchemy import event
 
 from runpoint.conformance import build
+from runpoint.plugins.sql.readers import SIZE
 from runpoint.plugins.sql.store import SqlStorage
 from tests.postgres import fetch_value
 
@@ -33,6 +34,14 @@ async def test_a_read_takes_no_connection_from_the_engines_pool(storage: SqlStor
     assert [r.run_id for r in await storage.list_runs(session.session_id)] == [run.run_id]
     assert len(await build.transcript(storage, run)) == 2
     assert checkouts == []
+
+
+async def test_more_reads_at_once_than_connections_for_them_all_answer(
+    storage: SqlStorage,
+) -> None:
+    _, run = await build.started(storage)
+    found = await asyncio.gather(*(storage.get_run(run.run_id) for _ in range(4 * SIZE)))
+    assert found == [run] * (4 * SIZE)
 
 
 @pytest.mark.parametrize("database", ["postgresql"], indirect=True)
