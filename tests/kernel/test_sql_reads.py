@@ -51,12 +51,12 @@ async def test_on_postgresql_reads_go_on_after_the_server_closed_their_connectio
     _, run = await build.started(storage)
     await asyncio.gather(*(storage.get_run(run.run_id) for _ in range(3)))  # 3 connections
 
-    closed = await fetch_value(
+    closed = await fetch_value(  # each once its backend has ended (5 s at most)
         database,
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
         " WHERE datname = current_database() AND pid <> pg_backend_pid()",
     )
     assert closed >= 3
-    await asyncio.sleep(0.1)  # the server's word reaches the idle connections
+    await asyncio.sleep(0.05)  # the ends reach this process
 
     assert [await storage.get_run(run.run_id) for _ in range(4)] == [run] * 4
