@@ -42,6 +42,7 @@ class Database(abc.ABC):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         self.url = url
         self.engine = create_async_engine(url, **engine_options)
+        self.dialect = self.engine.dialect
         # single statements need no transaction: no BEGIN and COMMIT round trips
         self.autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.appends = GroupCommit(self.append_events)
@@ -55,7 +56,7 @@ class Database(abc.ABC):
     async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
         """The rows of one read (`params`: values of its bind parameters), each a sequence
         of its values."""
-        read = compiled(statement, self.engine.dialect)
+        read = compiled(statement, self.dialect)
         return await self.fetch(read.sql, read.parameters(params))
 
     @abc.abstractmethod

@@ -65,10 +65,10 @@ class PostgreSQL(Database):
         self._readers = Readers(self._dsn)
         # a boundary with events, and one without (a new run's input; the schema before 0013)
         self._save = {
-            with_events: Compiled.of(_save(with_events), self.engine.dialect)
+            with_events: Compiled.of(_save(with_events), self.dialect)
             for with_events in (False, True)
         }
-        self._append_events = Compiled.of(_append_events(), self.engine.dialect)
+        self._append_events = Compiled.of(_append_events(), self.dialect)
         self._births: dict[_Shape, Compiled] = {}
 
     @property
@@ -99,7 +99,7 @@ class PostgreSQL(Database):
         if not any(shape):
             return
         if (statement := self._births.get(shape)) is None:
-            statement = Compiled.of(_births(shape), self.engine.dialect)
+            statement = Compiled.of(_births(shape), self.dialect)
             self._births[shape] = statement
         values: dict[str, list[Any]] = {}
         for table, names, rows in zip(_BORN, shape, births, strict=True):
