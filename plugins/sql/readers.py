@@ -4,7 +4,7 @@ A read is one statement outside any transaction, so the connection it takes need
 ROLLBACK or reset around it: it is taken from a list and put back. Through a pool the same
 read paid for its machinery on every checkout (SQLAlchemy's events, its greenlet bridge and
 result rows; asyncpg's pool its reset query, a round trip): a run's row by its id cost the
-process about 300 us of CPU, for about 50 us on the connection itself (docs/http.md,
+process 290 to 450 us of CPU, for 30 to 50 us on the connection itself (docs/http.md,
 Performance)."""
 
 from __future__ import annotations
