@@ -4,16 +4,18 @@ Seeds a database with a run of 500 checkpoints (499 tool batches of one call, th
 answer: 1,000 messages) and a run of 10,000 messages (four wide batches, as endpoints.py),
 serves it with `runpoint serve` (one worker), and serves the very bytes of each answer,
 fetched once, from a bare Litestar endpoint under the same uvicorn (bare.py). wrk loads
-each endpoint on one connection; the server's CPU per request is read from /proc on each
-side. Prints p50 and p99 latency, CPU per request and the ratio of runpoint's to the bare
-endpoint's, and checks the issue's targets: the timeline of 500 checkpoints within 2x of
+each endpoint on one connection, in turns with the bare endpoint (`--rounds` of each, so
+that both see the same load on a shared machine); the server's CPU per request is read
+from /proc on each side, over all its rounds. Prints p50 and p99 latency (the median of
+the rounds'), CPU per request and the ratio of runpoint's to the bare endpoint's, and
+checks the issue's targets: the timeline of 500 checkpoints within 2x of
 the bare endpoint's CPU, the snapshot and get-run of 10,000 messages at p50 <= 60 ms. A
 document read again is served as kept (adapters/litestar/documents.py), so the first
 request of each, which makes it, is timed on its own ("first ms", one sample), once the
 server has made the same three documents of the other run (its imports and first-use
 costs paid).
 
-    .venv/bin/python contrib/bench/reads.py [--postgres] [--duration 5]
+    .venv/bin/python contrib/bench/reads.py [--postgres] [--duration 2] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -45,17 +48,48 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def loaded(name: str, url: str, pid: int, duration: int) -> tuple[Result, float]:
-    """wrk's figures for `url` on one connection, and the server's CPU ms per request."""
-    before = cpu_seconds(pid)
-    result = wrk(name, url, duration, 1, [])
-    return result, 1000 * (cpu_seconds(pid) - before) / result.requests
+class Load:
+    """An endpoint's rounds under wrk on one connection, and its server's CPU over them."""
+
+    def __init__(self, name: str, url: str, pid: int) -> None:
+        self.name, self.url, self.pid = name, url, pid
+        self.rounds: list[Result] = []
+        self.cpu_seconds = 0.0
+
+    def round(self, duration: int) -> None:
+        before = cpu_seconds(self.pid)
+        self.rounds.append(wrk(self.name, self.url, duration, 1, []))
+        self.cpu_seconds += cpu_seconds(self.pid) - before
+
+    def result(self) -> tuple[Result, float]:
+        """The median round's latencies, and the CPU ms per request over all rounds."""
+        requests = sum(r.requests for r in self.rounds)
+        median = Result(
+            self.name,
+            statistics.median(r.rps for r in self.rounds),
+            statistics.median(r.p50_ms for r in self.rounds),
+            statistics.median(r.p99_ms for r in self.rounds),
+            requests,
+        )
+        return median, 1000 * self.cpu_seconds / requests
+
+
+def loaded(
+    name: str, url: str, pid: int, bare: tuple[str, int], rounds: int, duration: int
+) -> tuple[tuple[Result, float], tuple[Result, float]]:
+    """`url` and its bare twin loaded in turns: each side's figures."""
+    ours, theirs = Load(name, url, pid), Load("bare", *bare)
+    for _ in range(rounds):
+        ours.round(duration)
+        theirs.round(duration)
+    return ours.result(), theirs.result()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL")
-    parser.add_argument("--duration", type=int, default=5, help="seconds per endpoint")
+    parser.add_argument("--duration", type=int, default=2, help="seconds per round")
+    parser.add_argument("--rounds", type=int, default=3, help="turns of each side per endpoint")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
         database = asyncio.run(new("reads"))
@@ -89,8 +123,14 @@ def main() -> None:
             )
             figures = {
                 name: (
-                    loaded(ENDPOINTS[name], url, server.pid, args.duration),
-                    loaded("bare", f"{bare_url}/{name}", bare.pid, args.duration),
+                    *loaded(
+                        ENDPOINTS[name],
+                        url,
+                        server.pid,
+                        (f"{bare_url}/{name}", bare.pid),
+                        args.rounds,
+                        args.duration,
+                    ),
                     (bare_dir / name).stat().st_size,
                     first[name],
                 )
@@ -102,7 +142,8 @@ def main() -> None:
                     process.terminate()
                     process.wait()
     backend = "PostgreSQL" if args.postgres else "SQLite"
-    report(figures, f"{backend}; wrk -t1 -c1 -d{args.duration}s on loopback, one worker each")
+    how = f"wrk -t1 -c1 -d{args.duration}s x {args.rounds} in turns with the bare endpoint"
+    report(figures, f"{backend}; {how}, on loopback, one worker each")
 
 
 def report(

@@ -118,7 +118,7 @@ async def worker(
 ) -> dict[str, Any]:
     agent = Agent(id="bench", model="scripted:demo", tools=[get_population])
     storage = TimedStorage(database)
-    sent = Statements(storage.engine)
+    sent = Statements(storage.db)
     async with Runpoint([agent], storage=storage) as rp:
         gate = asyncio.Semaphore(concurrency)
 

@@ -17,6 +17,7 @@ from runpoint.group_commit import GroupCommit
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
+from runpoint.plugins.sql.compiled import compiled
 from runpoint.plugins.sql.schema import messages, runs, sessions
 from runpoint.types import Run
 
@@ -41,6 +42,7 @@ class Database(abc.ABC):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         self.url = url
         self.engine = create_async_engine(url, **engine_options)
+        self.dialect = self.engine.dialect
         # single statements need no transaction: no BEGIN and COMMIT round trips
         self.autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.appends = GroupCommit(self.append_events)
@@ -52,10 +54,16 @@ class Database(abc.ABC):
         await self.engine.dispose()
 
     async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
-        """The rows of one read (`params`: values of its bind parameters)."""
-        async with self.autocommit.connect() as conn:
-            rows: Sequence[Any] = (await conn.execute(statement, dict(params))).all()
-            return rows
+        """The rows of one read (`params`: values of its bind parameters), each a sequence
+        of its values."""
+        read = compiled(statement, self.dialect)
+        return await self.fetch(read.sql, read.parameters(params))
+
+    @abc.abstractmethod
+    async def fetch(self, sql: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
+        """The rows of a read compiled for this dialect, sent on its driver outside any
+        transaction: the statement sees all that was committed when it began (a cancel
+        from another process included)."""
 
     def write(self) -> AbstractAsyncContextManager[AsyncConnection]:
         """One write transaction."""

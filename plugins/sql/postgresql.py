@@ -1,5 +1,6 @@
-"""PostgreSQL (asyncpg): rows locked by the writers that read them; a boundary, and a
-session's birth with its runs, each in one statement."""
+"""PostgreSQL (asyncpg): reads on connections of their own (readers.py); rows locked by
+the writers that read them; a boundary, and a session's birth with its runs, each in one
+statement."""
 
 from __future__ import annotations
 
@@ -29,12 +30,14 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
-from sqlalchemy.engine import URL, Dialect
+from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
+from runpoint.plugins.sql.compiled import Compiled
 from runpoint.plugins.sql.database import Boundary, Database
+from runpoint.plugins.sql.readers import Readers
 from runpoint.plugins.sql.schema import (
     PARTIAL_INDEXES,
     Document,
@@ -67,9 +70,22 @@ class PostgreSQL(Database):
         generic = {"server_settings": {"plan_cache_mode": "force_generic_plan"}}
         connect_args = generic | engine_options.pop("connect_args", {})
         super().__init__(url, **(untouched | engine_options), connect_args=connect_args)
-        self._saves: dict[_Parts, _Statement] = {}
-        self._append_events = _Statement.compile(_append_events(), self.engine.dialect)
-        self._births: dict[_Shape, _Statement] = {}
+        self._readers = Readers(self._dsn)
+        self._saves: dict[_Parts, Compiled] = {}
+        self._append_events = Compiled.of(_append_events(), self.dialect)
+        self._births: dict[_Shape, Compiled] = {}
+
+    @property
+    def _dsn(self) -> str:
+        return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    async def close(self) -> None:
+        readers, self._readers = self._readers, Readers(self._dsn)  # a new one, if reopened
+        await readers.close()
+        await super().close()
+
+    async def fetch(self, sql: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
+        return await self._readers.fetch(sql, parameters)
 
     def locking(self, query: Select[Any]) -> Select[Any]:
         return query.with_for_update()
@@ -87,7 +103,7 @@ class PostgreSQL(Database):
         if not any(shape):
             return
         if (statement := self._births.get(shape)) is None:
-            statement = _Statement.compile(_births(shape), self.engine.dialect)
+            statement = Compiled.of(_births(shape), self.dialect)
             self._births[shape] = statement
         values: dict[str, list[Any]] = {}
         for table, names, rows in zip(_BORN, shape, births, strict=True):
@@ -122,7 +138,7 @@ class PostgreSQL(Database):
         }
         parts = _Parts(bool(rows), bool(mark), bool(boundary.intents), bool(boundary.events))
         if (save := self._saves.get(parts)) is None:
-            save = self._saves[parts] = _Statement.compile(_save(parts), self.engine.dialect)
+            save = self._saves[parts] = Compiled.of(_save(parts), self.dialect)
         saved = await conn.exec_driver_sql(save.sql, save.parameters(values))
         cancel_requested: bool | None = saved.scalar()
         return cancel_requested
@@ -336,22 +352,3 @@ def _births(shape: _Shape) -> Insert:
 
 def _is_document(column: Column[Any]) -> bool:
     return isinstance(column.type, Document)
-
-
-class _Statement(NamedTuple):
-    """A statement compiled once and executed on the driver: a boundary, the hottest write,
-    spends nothing on SQLAlchemy's statement cache."""
-
-    sql: str
-    names: tuple[str, ...]  # of its positional parameters, in order
-    literals: dict[str, Any]  # values of the parameters the statement itself holds
-
-    @classmethod
-    def compile(cls, statement: Select[Any] | Insert, dialect: Dialect) -> _Statement:
-        compiled = statement.compile(dialect=dialect)
-        literals = {n: v for n, v in compiled.params.items() if v is not None}
-        return cls(str(compiled), tuple(compiled.positiontup or ()), literals)
-
-    def parameters(self, values: dict[str, Any]) -> tuple[Any, ...]:
-        values = self.literals | values
-        return tuple(values[name] for name in self.names)

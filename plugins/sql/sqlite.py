@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import sqlite3
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from sqlalchemy import Insert, Select, Table, bindparam, event, insert, select, update
@@ -39,7 +38,6 @@ _PRAGMAS = (
     # not in a temporary file that the OS is asked to write (7% more bytes for small runs)
     "PRAGMA temp_store=MEMORY",
 )
-_NAMED = sqlite.dialect(paramstyle="named")
 
 
 class Sqlite(Database):
@@ -71,13 +69,13 @@ class Sqlite(Database):
             self._reader = None
         await super().close()
 
-    async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
+    async def fetch(self, sql: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
         """Reads run inline: an indexed read takes microseconds, far less than handing it
         to a thread and back (see DESIGN.md's measurements)."""
-        if self._reader is None:
-            return await super().read(statement, params)
-        sql, defaults = _compiled(statement)
-        return self._reader.execute(sql, defaults | dict(params)).fetchall()
+        if self._reader is None:  # in memory: the database is the engine's connection's
+            async with self.autocommit.connect() as conn:
+                return (await conn.exec_driver_sql(sql, parameters)).all()
+        return self._reader.execute(sql, parameters).fetchall()
 
     @contextlib.asynccontextmanager
     async def write(self) -> AsyncIterator[AsyncConnection]:
@@ -282,14 +280,6 @@ async def _insert_events(
     if events:
         rows = [(run_id, seq, data) for seq, data in events]
         await conn.exec_driver_sql(_INSERT_EVENTS, rows)
-
-
-@functools.lru_cache(maxsize=256)
-def _compiled(statement: Select[Any]) -> tuple[str, dict[str, Any]]:
-    """A statement's SQL for sqlite3, with the values of its literals: compiled once (the
-    role modules keep one statement object per shape)."""
-    compiled = statement.compile(dialect=_NAMED)
-    return str(compiled), dict(compiled.params)
 
 
 def _configure(dbapi_connection: Any, _record: Any) -> None:

@@ -181,7 +181,7 @@ def _in_ranges(
     )
 
 
-# One statement object per number of ranges, so each is compiled once (see sqlite.py).
+# One statement object per number of ranges, so each is compiled once (see compiled.py).
 @functools.lru_cache(maxsize=64)
 def _messages_in(ranges: int) -> Select[tuple[bytes]]:
     m = messages.c

@@ -4,13 +4,17 @@ response carries."""
 from __future__ import annotations
 
 import copy
+import sys
+from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
+import yaml
 from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from runpoint.adapters.litestar import build
+from runpoint.adapters.litestar import build, spec
 from runpoint.adapters.litestar.spec import SpecError, document
 from runpoint.plugins.demo import agents
 from runpoint.services import Runpoint
@@ -20,6 +24,17 @@ def build_with(change: Any) -> None:
     doc = copy.deepcopy(document())
     change(doc)
     build(Runpoint(agents, database="sqlite:///:memory:"), doc)
+
+
+def test_the_contract_read_back_from_its_cache_is_the_checked_in_yaml(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # as a user's interpreter
+    contract = yaml.safe_load((Path(__file__).parents[2] / "openapi/openapi.yaml").read_bytes())
+    assert spec.document.__wrapped__() == contract  # parsed, and kept as JSON
+    kept = Path(spec.__file__).parent / "__pycache__" / "openapi.json"
+    assert spec.document.__wrapped__() == contract  # read back
+    assert msgspec.json.decode(kept.read_bytes())["document"] == contract
 
 
 def test_an_operation_without_a_handler_fails_at_start_up() -> None:
