@@ -3,25 +3,13 @@ messages in the same transaction, at their places in the session's event log."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 
 from runpoint.errors import Locked
-from runpoint.host import PluginHost
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.types import Message, Run, RunStatus, Segment, Session
-
-
-@pytest.fixture
-async def storage(database: str) -> AsyncIterator[SqlStorage]:
-    opened = PluginHost().storage(database)
-    assert isinstance(opened, SqlStorage)
-    await opened.open()
-    yield opened
-    await opened.close()
 
 
 def new_run(run_id: str, segments: list[Segment], message_count: int) -> Run:

@@ -5,7 +5,6 @@ on PostgreSQL, on connections of their own, which outlive the server closing the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -15,14 +14,6 @@ from runpoint.conformance import build
 from runpoint.plugins.sql.readers import SIZE
 from runpoint.plugins.sql.store import SqlStorage
 from tests.postgres import fetch_value
-
-
-@pytest.fixture
-async def storage(database: str) -> AsyncIterator[SqlStorage]:
-    opened = SqlStorage(database)
-    await opened.open()
-    yield opened
-    await opened.close()
 
 
 async def test_a_read_takes_no_connection_from_the_engines_pool(storage: SqlStorage) -> None:

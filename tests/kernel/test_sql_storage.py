@@ -7,7 +7,6 @@ statement once per connection."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
@@ -24,14 +23,6 @@ from runpoint.types import Edit, Run, RunStatus, Segment, Session, Usage
 # what the storage itself decides: how often a run was written, and whether it was
 # cancelled, rolled back or recovered (each tested where it happens)
 STORAGE_MANAGED = {"revision", "cancel_requested", "hidden", "recoveries"}
-
-
-@pytest.fixture
-async def storage(database: str) -> AsyncIterator[SqlStorage]:
-    opened = SqlStorage(database)
-    await opened.open()
-    yield opened
-    await opened.close()
 
 
 def every_field_set(n: int) -> Run:
