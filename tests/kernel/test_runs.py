@@ -268,11 +268,26 @@ async def test_streamed_events_in_order(rp: Runpoint) -> None:
     assert events[0] == "RunContinued"
 
 
-async def test_a_second_run_while_one_is_in_flight_is_a_conflict(rp: Runpoint) -> None:
+async def test_a_second_run_while_one_is_in_flight_is_a_conflict(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    from runpoint.agent import Agent, tool
     from runpoint.errors import Conflict
 
-    handle = await rp.create_run("travel-agent", QUESTION)
+    gate = asyncio.Event()
+
+    @tool(effect="read")
+    async def get_population(city: str) -> str:
+        """The population, once the test opens the gate: the run is in flight until then
+        (an ungated run may be over before the second request)."""
+        await gate.wait()
+        return "2.1M"
+
+    rp = await open_runpoint([Agent(id="gated", model="scripted:demo", tools=[get_population])])
+    handle = await rp.create_run("gated", QUESTION)
     with pytest.raises(Conflict, match="in flight"):
-        await rp.create_run("travel-agent", "again", session_id=handle.run.session_id)
-    await handle.result()
-    await completed(rp, "again", session_id=handle.run.session_id)
+        await rp.create_run("gated", "again", session_id=handle.run.session_id)
+    gate.set()
+    assert (await handle.result()).status is RunStatus.COMPLETED
+    again = await (await rp.create_run("gated", "again", session_id=handle.run.session_id)).result()
+    assert again.status is RunStatus.COMPLETED
