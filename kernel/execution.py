@@ -194,7 +194,9 @@ class Executor:
             events=events,
             watched=stream,
             incoming=new_messages,
-            resumed=resumed or run.forked_from_run_id is not None,
+            # a run whose log has events has been executed before: so is a continue taken
+            # from the run queue, which cannot say it is one
+            resumed=resumed or last_seq > 0 or run.forked_from_run_id is not None,
         )
         self._active[run.run_id] = execution
 

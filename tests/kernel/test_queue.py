@@ -127,12 +127,19 @@ async def test_a_run_resumed_in_the_background_is_claimed_with_its_new_input(
         assert [m.content for m in claimed.messages[3:]] == ["Thanks"]
         await queue.deliver()
         run = await handle.result()
+        starts = [
+            e.event
+            async for batch in await rp.follow(run.run_id)
+            for e in batch
+            if e.event in ("RunStarted", "RunContinued")
+        ]
     assert (run.run_id, run.status, run.content) == (
         failed.run_id,
         RunStatus.COMPLETED,
         "You said: Thanks",
     )
     assert queue.appended == list(range(run.message_count))  # each message told once
+    assert starts == ["RunStarted", "RunContinued"]  # its stream says it was continued
 
 
 async def test_a_queued_fork_runs_on_the_model_it_was_switched_to(database: str) -> None:
