@@ -67,8 +67,9 @@ class PostgreSQL(Database):
         # literals), so one plan per connection serves any values: else the server plans
         # a statement over an array parameter anew at each call (its length changes the
         # estimates, so the plan cache keeps judging a custom plan cheaper).
-        generic = {"server_settings": {"plan_cache_mode": "force_generic_plan"}}
-        connect_args = generic | engine_options.pop("connect_args", {})
+        given = engine_options.pop("connect_args", {})
+        settings = {"plan_cache_mode": "force_generic_plan"} | given.get("server_settings", {})
+        connect_args = given | {"server_settings": settings}
         super().__init__(url, **(untouched | engine_options), connect_args=connect_args)
         self._readers = Readers(self._dsn)
         self._saves: dict[_Parts, Compiled] = {}

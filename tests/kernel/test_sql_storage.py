@@ -144,8 +144,9 @@ async def test_appends_that_come_together_are_one_write(storage: SqlStorage) -> 
 @pytest.mark.parametrize("database", ["postgresql"], indirect=True)
 async def test_postgresql_plans_a_statement_once_per_connection(database: str) -> None:
     """An append's rows are array parameters: planned for their length, its plan would be
-    made anew at every call."""
-    storage = SqlStorage(database, pool_size=1, max_overflow=0)  # one connection
+    made anew at every call; so it is when the caller gives server settings of its own."""
+    mine = {"server_settings": {"application_name": "planned"}}
+    storage = SqlStorage(database, pool_size=1, max_overflow=0, connect_args=mine)
     await storage.open()
     try:
         started = [(await build.started(storage))[1] for _ in range(10)]
@@ -159,6 +160,7 @@ async def test_postgresql_plans_a_statement_once_per_connection(database: str) -
                 )
             )
             assert plans.all() == [(10, 0)]
+            assert await conn.scalar(text("SHOW application_name")) == "planned"
     finally:
         await storage.close()
 
