@@ -55,6 +55,14 @@ for _index in PARTIAL_INDEXES:
     _index.dialect_kwargs["postgresql_where"] = _index.dialect_kwargs["sqlite_where"]
 
 
+# connect_args that SQLAlchemy's asyncpg dialect takes for itself, not asyncpg.connect
+_DIALECTS_OWN = {
+    "async_creator_fn",
+    "prepared_statement_cache_size",
+    "prepared_statement_name_func",
+}
+
+
 def _identity(value: Any) -> Any:
     return value
 
@@ -71,7 +79,10 @@ class PostgreSQL(Database):
         settings = {"plan_cache_mode": "force_generic_plan"} | given.get("server_settings", {})
         connect_args = given | {"server_settings": settings}
         super().__init__(url, **(untouched | engine_options), connect_args=connect_args)
-        self._readers = Readers(self._dsn)
+        # reads connect as the engine does (its server settings, TLS): asyncpg takes what
+        # SQLAlchemy's asyncpg dialect hands it, but for the dialect's own statement cache
+        self._connect_args = {k: v for k, v in connect_args.items() if k not in _DIALECTS_OWN}
+        self._readers = Readers(self._dsn, self._connect_args)
         self._saves: dict[_Parts, Compiled] = {}
         self._append_events = Compiled.of(_append_events(), self.dialect)
         self._births: dict[_Shape, Compiled] = {}
@@ -81,7 +92,8 @@ class PostgreSQL(Database):
         return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
     async def close(self) -> None:
-        readers, self._readers = self._readers, Readers(self._dsn)  # a new one, if reopened
+        # a new one, if reopened
+        readers, self._readers = self._readers, Readers(self._dsn, self._connect_args)
         await readers.close()
         await super().close()
 

@@ -10,7 +10,7 @@ Performance)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -21,8 +21,9 @@ SIZE = 5
 
 
 class Readers:
-    def __init__(self, dsn: str, size: int = SIZE) -> None:
+    def __init__(self, dsn: str, connect_args: Mapping[str, Any], size: int = SIZE) -> None:
         self.dsn = dsn
+        self.connect_args = connect_args
         self._idle: list[asyncpg.Connection] = []
         self._taken = asyncio.Semaphore(size)
         self._closed = False
@@ -47,7 +48,7 @@ class Readers:
         while self._idle:
             if not (conn := self._idle.pop()).is_closed():
                 return conn
-        return await asyncpg.connect(self.dsn)
+        return await asyncpg.connect(self.dsn, **self.connect_args)
 
     async def close(self) -> None:
         """Close the idle connections, and each in use when its read ends: for good."""

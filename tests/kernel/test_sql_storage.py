@@ -161,6 +161,8 @@ async def test_postgresql_plans_a_statement_once_per_connection(database: str) -
             )
             assert plans.all() == [(10, 0)]
             assert await conn.scalar(text("SHOW application_name")) == "planned"
+        read = await storage.db.fetch("SELECT current_setting('application_name')", ())
+        assert [tuple(row) for row in read] == [("planned",)]  # reads connect the same way
     finally:
         await storage.close()
 
