@@ -14,9 +14,12 @@ Answer = TypeVar("Answer")
 
 
 class GroupCommit(Generic[Item, Answer]):
-    """`write` writes a group of items in one write and answers for each, in order."""
+    """`write` writes a group of items in one write and answers for each, in order: an
+    exception as an item's answer is raised to its caller alone."""
 
-    def __init__(self, write: Callable[[Sequence[Item]], Awaitable[Sequence[Answer]]]) -> None:
+    def __init__(
+        self, write: Callable[[Sequence[Item]], Awaitable[Sequence[Answer | Exception]]]
+    ) -> None:
         self._write = write
         self._waiting: list[tuple[Item, asyncio.Future[Answer]]] = []
         self._writer: asyncio.Task[None] | None = None
@@ -47,6 +50,9 @@ class GroupCommit(Generic[Item, Answer]):
                     raise
                 else:
                     for (_, done), answer in zip(group, answers, strict=True):
-                        done.set_result(answer)
+                        if isinstance(answer, Exception):
+                            done.set_exception(answer)
+                        else:
+                            done.set_result(answer)
         finally:
             self._writer = None

@@ -88,6 +88,11 @@ class Database(abc.ABC):
             if rows:
                 await conn.execute(insert(table), rows)
 
+    async def save_boundary(self, boundary: Boundary) -> bool | None:
+        """`write_boundary` in a write of its own."""
+        async with self.single_write() as conn:
+            return await self.write_boundary(conn, boundary)
+
     @abc.abstractmethod
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         """Write a boundary (see `Storage.save`) if the run's revision is still the one on

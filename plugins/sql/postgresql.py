@@ -11,7 +11,6 @@ from typing import Any, NamedTuple
 from sqlalchemy import (
     CTE,
     BigInteger,
-    BindParameter,
     Column,
     Float,
     Insert,
@@ -20,9 +19,9 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    any_,
     bindparam,
     cast,
-    exists,
     func,
     insert,
     select,
@@ -31,8 +30,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
 from sqlalchemy.engine import URL
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.group_commit import GroupCommit
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import Compiled
@@ -84,6 +85,7 @@ class PostgreSQL(Database):
         self._connect_args = {k: v for k, v in connect_args.items() if k not in _DIALECTS_OWN}
         self._readers = Readers(self._dsn, self._connect_args)
         self._saves: dict[_Parts, Compiled] = {}
+        self._boundaries = GroupCommit(self._save_boundaries)
         self._append_events = Compiled.of(_append_events(), self.dialect)
         self._births: dict[_Shape, Compiled] = {}
 
@@ -126,35 +128,72 @@ class PostgreSQL(Database):
                 values[f"{table.name}_{name}"] = given
         await conn.exec_driver_sql(statement.sql, statement.parameters(values))
 
+    async def save_boundary(self, boundary: Boundary) -> bool | None:
+        return await self._boundaries.submit(boundary)
+
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
-        """The whole boundary in one statement: one round trip, atomic without BEGIN."""
-        run, rows, mark = boundary.run, boundary.messages, boundary.checkpoint
-        values = {
-            "run_id": run.run_id,
-            "revision": run.revision,
-            "session_id": run.session_id,
-            "places": len(rows) + 1,
-            "status": run.status.value,
-            "state": boundary.state.decode(),
-            "lease_owner": run.lease_owner,
-            "lease_expires_at": run.lease_expires_at,
-            "recoveries": run.recoveries,
-            "indexes": [i for i, _, _ in rows],
-            "roles": [r for _, r, _ in rows],
-            "documents": [d.decode() for _, _, d in rows],
-            "checkpoint_index": mark[0] if mark else None,
-            "checkpoint_document": mark[1].decode() if mark else None,
-            "intents": list(boundary.intents),
-            "started_at": now(),
-            "event_seqs": [seq for seq, _ in boundary.events],
-            "event_documents": [data for _, data in boundary.events],
-        }
-        parts = _Parts(bool(rows), bool(mark), bool(boundary.intents), bool(boundary.events))
+        (cancel_requested,) = await self._write_boundaries(conn, [boundary])
+        return cancel_requested
+
+    async def _save_boundaries(self, group: Sequence[Boundary]) -> list[bool | Exception | None]:
+        """Boundaries that came together, in one statement; if it fails (it takes back all
+        it wrote), each in a statement of its own, so that only a failing one fails."""
+        try:
+            async with self.autocommit.connect() as conn:
+                return list(await self._write_boundaries(conn, group))
+        except DBAPIError as error:
+            if len(group) == 1 or error.connection_invalidated:
+                raise
+        answers: list[bool | Exception | None] = []
+        for boundary in group:
+            try:
+                async with self.autocommit.connect() as conn:
+                    answers.append(await self.write_boundary(conn, boundary))
+            except DBAPIError as error:
+                answers.append(error)
+        return answers
+
+    async def _write_boundaries(
+        self, conn: AsyncConnection, group: Sequence[Boundary]
+    ) -> list[bool | None]:
+        """The boundaries in one statement (one round trip, atomic without BEGIN), each
+        written only if its run's revision is the one it has: each one's run's
+        `cancel_requested`, or None (nothing of it written)."""
+        values: dict[str, Any] = {"started_at": now()}
+        for name in _BOUNDARY_COLUMNS + _ROW_COLUMNS:
+            values[name] = []
+        for n, boundary in enumerate(group, 1):
+            run, rows, mark = boundary.run, boundary.messages, boundary.checkpoint
+            columns = (
+                run.run_id,
+                run.revision,
+                run.session_id,
+                len(rows) + 1,
+                run.status.value,
+                boundary.state.decode(),
+                run.lease_owner,
+                run.lease_expires_at,
+                run.recoveries,
+            )
+            for name, value in zip(_BOUNDARY_COLUMNS, columns, strict=True):
+                values[name].append(value)
+            # each message's place counted back from its boundary's, which is the last
+            for place, (index, role, data) in zip(range(len(rows), 0, -1), rows, strict=True):
+                _append(values, message_boundaries=n, message_indexes=index, roles=role)
+                _append(values, documents=data.decode(), message_places_before=place)
+            if mark is not None:
+                _append(values, checkpoint_boundaries=n, checkpoint_indexes=mark[0])
+                _append(values, checkpoint_documents=mark[1].decode())
+            for intent in boundary.intents:
+                _append(values, intent_boundaries=n, intents=intent)
+            for seq, data in boundary.events:
+                _append(values, event_boundaries=n, event_seqs=seq, event_documents=data)
+        parts = _Parts(*(bool(values[rows[0]]) for rows in _PARTS_ROWS))
         if (save := self._saves.get(parts)) is None:
             save = self._saves[parts] = Compiled.of(_save(parts), self.dialect)
         saved = await conn.exec_driver_sql(save.sql, save.parameters(values))
-        cancel_requested: bool | None = saved.scalar()
-        return cancel_requested
+        written = {row["n"]: row["cancel_requested"] for row in saved.mappings()}
+        return [written.get(n) for n in range(1, len(group) + 1)]
 
     async def append_events(self, appends: Sequence[Append]) -> list[bool]:
         """One statement: each append's rows go in only while its run's row, locked against
@@ -174,117 +213,222 @@ class PostgreSQL(Database):
         return [n in written for n in range(1, len(appends) + 1)]
 
 
+# the parameters of a grouped boundary statement: one array per column of the boundaries
+# (the run's row and the places it takes), one per column of each kind of row they write
+_BOUNDARY_COLUMNS = (
+    "run_ids",
+    "revisions",
+    "session_ids",
+    "places",
+    "statuses",
+    "states",
+    "lease_owners",
+    "lease_expires_ats",
+    "recoveries",
+)
+_PARTS_ROWS = (
+    ("message_boundaries", "message_indexes", "roles", "documents", "message_places_before"),
+    ("checkpoint_boundaries", "checkpoint_indexes", "checkpoint_documents"),
+    ("intent_boundaries", "intents"),
+    ("event_boundaries", "event_seqs", "event_documents"),
+)
+_ROW_COLUMNS = tuple(name for rows in _PARTS_ROWS for name in rows)
+
+
+def _append(values: dict[str, list[Any]], **row: Any) -> None:
+    for name, value in row.items():
+        values[name].append(value)
+
+
 class _Parts(NamedTuple):
-    """Which rows a boundary writes besides the run's: its statement has only their INSERTs
-    (an empty one still costs the server its tables' locks, plan nodes and indexes)."""
+    """Which rows a group of boundaries writes besides the runs': its statement has only
+    their INSERTs (an empty one still costs the server its tables' locks, plan nodes and
+    indexes)."""
 
     messages: bool
-    checkpoint: bool
+    checkpoints: bool
     intents: bool
     events: bool  # never before 0013 (no run_events): the run's input is written without
 
 
-def _save(parts: _Parts) -> Select[tuple[bool]]:
-    """`save`'s statement (see `Database.write_boundary`): the log's places are taken only
-    if the run's revision matches, the run's row only then, the rows only with the run's."""
-    run_id = bindparam("run_id", type_=String)
-    revision = bindparam("revision", type_=Integer)
-    places = bindparam("places", type_=BigInteger)
-    same_revision = (runs.c.run_id == run_id) & (runs.c.revision == revision)
+def _rows(name: str, *columns: tuple[str, Any]) -> Any:
+    """The rows of a kind a group's boundaries write, from one array parameter per column
+    (named as given), each with `n`, the place of its boundary in the group (from 1)."""
+    arrays = [bindparam(f"{name}_boundaries", type_=ARRAY(BigInteger))]
+    arrays += [bindparam(parameter, type_=ARRAY(kind)) for parameter, kind in columns]
+    names = ["n"] + [parameter for parameter, _ in columns]
+    return func.unnest(*arrays).table_valued(*names).render_derived(name)
+
+
+def _save(parts: _Parts) -> Select[tuple[int, bool]]:
+    """The statement of `_write_boundaries`: each boundary's places in its session's log
+    are taken only if its run's revision matches, its run's row written only then, and its
+    rows only with its run's; what each boundary has, numbered by its place in the group
+    (`n`, from 1). The sessions' rows are locked first, then the runs', each in the order
+    of their ids (as `append_events` locks the runs): grouped writers wait for each other
+    in the same order, so they cannot deadlock."""
+    given = func.unnest(
+        bindparam("run_ids", type_=ARRAY(String)),
+        bindparam("revisions", type_=ARRAY(Integer)),
+        bindparam("session_ids", type_=ARRAY(Text)),
+        bindparam("places", type_=ARRAY(BigInteger)),
+        bindparam("statuses", type_=ARRAY(String)),
+        bindparam("states", type_=ARRAY(Text)),
+        bindparam("lease_owners", type_=ARRAY(String)),
+        bindparam("lease_expires_ats", type_=ARRAY(Float)),
+        bindparam("recoveries", type_=ARRAY(Integer)),
+    ).table_valued(
+        "run_id",
+        "revision",
+        "session_id",
+        "places",
+        "status",
+        "state",
+        "lease_owner",
+        "lease_expires_at",
+        "recoveries",
+        with_ordinality="n",
+    )
+    boundaries = select(given.render_derived("b")).cte("boundaries")
+    b = boundaries.c
+    current = (runs.c.run_id == b.run_id) & (runs.c.revision == b.revision)
+    # of the boundaries whose run has their revision as the statement starts, the places
+    # each session's later ones take after it (a run changed meanwhile leaves its unused)
+    moving = (
+        select(
+            b.n,
+            b.session_id,
+            b.places,
+            (
+                func.sum(b.places).over(partition_by=b.session_id)
+                - func.sum(b.places).over(partition_by=b.session_id, order_by=b.n)
+            ).label("after"),
+        )
+        .join_from(boundaries, runs, current)
+        .cte("moving")
+    )
+    taken = (
+        select(moving.c.session_id, func.sum(moving.c.places).label("places"))
+        .group_by(moving.c.session_id)
+        .subquery("taken")
+    )
+    cursors = (
+        select(sessions.c.session_id, taken.c.places)
+        .join_from(taken, sessions, sessions.c.session_id == taken.c.session_id)
+        .order_by(sessions.c.session_id)
+        .with_for_update(of=sessions, key_share=True)
+        .cte("cursors")
+    )
     log = (
         update(sessions)
-        .where(sessions.c.session_id == bindparam("session_id"), exists().where(same_revision))
-        .values(event_seq=sessions.c.event_seq + places)
-        .returning(sessions.c.event_seq)
+        .where(sessions.c.session_id == cursors.c.session_id)
+        .values(event_seq=sessions.c.event_seq + cursors.c.places)
+        .returning(sessions.c.session_id, sessions.c.event_seq)
         .cte("log")
+    )
+    # every session's row is locked (its log's whole result is read once, first) before
+    # any run's
+    logged = select(func.array_agg(log.c.session_id)).scalar_subquery()
+    writers = (
+        select(b.n, runs.c.run_id)
+        .join_from(boundaries, runs, current)
+        .where(b.session_id == any_(cast(logged, ARRAY(Text))))
+        .order_by(runs.c.run_id)
+        .with_for_update(of=runs, key_share=True)
+        .cte("writers")
     )
     run = (
         update(runs)
-        .where(same_revision, exists(select(log.c.event_seq)))
+        .where(runs.c.run_id == writers.c.run_id, writers.c.n == b.n, current)
         .values(
-            status=bindparam("status"),
+            status=b.status,
             revision=runs.c.revision + 1,
-            state=cast(bindparam("state", type_=Text), JSONB),
-            lease_owner=bindparam("lease_owner"),
-            lease_expires_at=bindparam("lease_expires_at"),
-            recoveries=bindparam("recoveries"),
+            state=cast(b.state, JSONB),
+            lease_owner=b.lease_owner,
+            lease_expires_at=b.lease_expires_at,
+            recoveries=b.recoveries,
         )
-        .returning(runs.c.run_id, runs.c.cancel_requested)
+        .returning(b.n, runs.c.run_id, runs.c.cancel_requested)
         .cte("run")
+    )
+    # each written boundary's place: the last of those it takes
+    written = (
+        select(run.c.n, run.c.run_id, (log.c.event_seq - moving.c.after).label("place"))
+        .join_from(run, moving, moving.c.n == run.c.n)
+        .join(log, log.c.session_id == moving.c.session_id)
+        .cte("written")
     )
     writes: list[Any] = []
     if parts.messages:
-        writes.append(_new_messages(run, log, places).cte("new_messages"))
-    if parts.checkpoint:
-        writes.append(_new_checkpoint(run, log).cte("new_checkpoint"))
+        writes.append(_new_messages(written).cte("new_messages"))
+    if parts.checkpoints:
+        writes.append(_new_checkpoints(written).cte("new_checkpoints"))
     if parts.intents:
-        writes.append(_intents(run).cte("intents"))
+        writes.append(_intents(written).cte("intents"))
     if parts.events:
-        writes.append(_new_events(run.c.run_id).cte("new_events"))
-    return select(run.c.cancel_requested).add_cte(*writes)
+        writes.append(_new_events(written).cte("new_events"))
+    return select(run.c.n, run.c.cancel_requested).add_cte(*writes)
 
 
-def _new_messages(run: CTE, log: CTE, places: BindParameter[int]) -> Insert:
-    """The rows of `indexes`, `roles` and `documents`, in the log's places they took."""
-    new = (
-        func.unnest(
-            bindparam("indexes", type_=ARRAY(Integer)),
-            bindparam("roles", type_=ARRAY(Text)),
-            bindparam("documents", type_=ARRAY(Text)),
-        )
-        .table_valued("idx", "role", "data", with_ordinality="n")
-        .render_derived("m")
+def _new_messages(written: CTE) -> Insert:
+    """The messages of the written boundaries, in the places they took."""
+    new = _rows(
+        "message",
+        ("message_indexes", Integer),
+        ("roles", Text),
+        ("documents", Text),
+        ("message_places_before", BigInteger),
     )
     return insert(messages).from_select(
         ["run_id", "idx", "role", "data", "event_seq"],
         select(
-            run.c.run_id,
-            new.c.idx,
-            new.c.role,
-            cast(new.c.data, JSONB),
-            log.c.event_seq - places + new.c.n,
-        ),
+            written.c.run_id,
+            new.c.message_indexes,
+            new.c.roles,
+            cast(new.c.documents, JSONB),
+            written.c.place - new.c.message_places_before,
+        ).join_from(new, written, new.c.n == written.c.n),
     )
 
 
-def _new_checkpoint(run: CTE, log: CTE) -> Insert:
-    """The checkpoint of `checkpoint_index` and `checkpoint_document`, in the boundary's
-    place; the first at an index stands."""
-    document = cast(bindparam("checkpoint_document", type_=Text), JSONB)
-    index = bindparam("checkpoint_index", type_=Integer)
+def _new_checkpoints(written: CTE) -> Insert:
+    """The checkpoints of the written boundaries, in their boundary's place; the first at
+    an index stands."""
+    new = _rows("checkpoint", ("checkpoint_indexes", Integer), ("checkpoint_documents", Text))
     return (
         postgresql.insert(checkpoints)
         .from_select(
             ["run_id", "message_index", "data", "event_seq"],
-            select(run.c.run_id, index, document, log.c.event_seq),
+            select(
+                written.c.run_id,
+                new.c.checkpoint_indexes,
+                cast(new.c.checkpoint_documents, JSONB),
+                written.c.place,
+            ).join_from(new, written, new.c.n == written.c.n),
         )
         .on_conflict_do_nothing()
     )
 
 
-def _intents(run: CTE) -> Insert:
-    """The side-effecting calls of `intents`, started at `started_at`."""
-    intent = (
-        func.unnest(bindparam("intents", type_=ARRAY(Text))).table_valued("id").render_derived("t")
-    )
+def _intents(written: CTE) -> Insert:
+    """The side-effecting calls of the written boundaries, started at `started_at`."""
+    new = _rows("intent", ("intents", Text))
     return insert(tool_calls).from_select(
         ["run_id", "tool_call_id", "started_at"],
-        select(run.c.run_id, intent.c.id, bindparam("started_at", type_=Float)),
+        select(written.c.run_id, new.c.intents, bindparam("started_at", type_=Float)).join_from(
+            new, written, new.c.n == written.c.n
+        ),
     )
 
 
-def _new_events(run_id: Any) -> Insert:
-    """The event rows of `event_seqs` and `event_documents`, for the run of `run_id` (a
-    column of a CTE: none if it has no row); a seq stored already stands."""
-    new = (
-        func.unnest(
-            bindparam("event_seqs", type_=ARRAY(Integer)),
-            bindparam("event_documents", type_=ARRAY(BYTEA)),
+def _new_events(written: CTE) -> Insert:
+    """The event rows of the written boundaries; a seq stored already stands."""
+    new = _rows("event", ("event_seqs", Integer), ("event_documents", BYTEA))
+    return _insert_events(
+        select(written.c.run_id, new.c.event_seqs, new.c.event_documents).join_from(
+            new, written, new.c.n == written.c.n
         )
-        .table_valued("seq", "data")
-        .render_derived("e")
     )
-    return _insert_events(select(run_id, new.c.seq, new.c.data))
 
 
 def _insert_events(rows: Select[Any]) -> Insert:

@@ -49,18 +49,16 @@ _LAST_INDEX = (
 )
 
 
-async def write_boundary(
-    db: Database,
-    conn: AsyncConnection,
+def boundary(
     run: Run,
     new_messages: Sequence[Message],
     checkpoint: Checkpoint | None,
     intents: Sequence[str] = (),
     events: Sequence[RunEvent] = (),
-) -> None:
-    """`save` on a connection: in its own transaction, or in a caller's."""
+) -> Boundary:
+    """What `save` writes, encoded."""
     indexes = transcript.own_indexes(run, len(new_messages))
-    boundary = Boundary(
+    return Boundary(
         run,
         state_document(run),
         [(i, m.role, document(m)) for i, m in zip(indexes, new_messages, strict=True)],
@@ -68,11 +66,25 @@ async def write_boundary(
         intents,
         event_rows(events),
     )
-    cancel_requested = await db.write_boundary(conn, boundary)
+
+
+def saved(run: Run, cancel_requested: bool | None) -> None:
+    """`run` as its boundary left it (None: refused, another writer changed the run)."""
     if cancel_requested is None:
         raise Conflict(f"run {run.run_id} was changed by another writer")
     run.revision += 1
     run.cancel_requested = cancel_requested
+
+
+async def write_boundary(
+    db: Database,
+    conn: AsyncConnection,
+    run: Run,
+    new_messages: Sequence[Message],
+    checkpoint: Checkpoint | None,
+) -> None:
+    """`save` in a caller's transaction."""
+    saved(run, await db.write_boundary(conn, boundary(run, new_messages, checkpoint)))
 
 
 class SqlTranscripts:
@@ -88,10 +100,13 @@ class SqlTranscripts:
         answering: KeyAnswer | None = None,
         events: Sequence[RunEvent] = (),
     ) -> None:
-        # a boundary that answers a key is a transaction with the answer
-        async with self.db.single_write() if answering is None else self.db.write() as conn:
+        written = boundary(run, messages, checkpoint, intents, events)
+        if answering is None:  # a write of its own, maybe with other runs' (database.py)
+            saved(run, await self.db.save_boundary(written))
+            return
+        async with self.db.write() as conn:  # a transaction with the key's answer
             await record_answer(conn, answering)
-            await write_boundary(self.db, conn, run, messages, checkpoint, intents, events)
+            saved(run, await self.db.write_boundary(conn, written))
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0
