@@ -93,6 +93,11 @@ class Database(abc.ABC):
         async with self.single_write() as conn:
             return await self.write_boundary(conn, boundary)
 
+    async def save_births(self, births: Births) -> None:
+        """`insert_births` in a write of its own."""
+        async with self.single_write() as conn:
+            await self.insert_births(conn, births)
+
     @abc.abstractmethod
     async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
         """Write a boundary (see `Storage.save`) if the run's revision is still the one on

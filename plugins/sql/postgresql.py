@@ -5,8 +5,8 @@ statement."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from sqlalchemy import (
     CTE,
@@ -63,6 +63,9 @@ _DIALECTS_OWN = {
     "prepared_statement_name_func",
 }
 
+Item = TypeVar("Item")
+Answer = TypeVar("Answer")
+
 
 def _identity(value: Any) -> Any:
     return value
@@ -86,6 +89,7 @@ class PostgreSQL(Database):
         self._readers = Readers(self._dsn, self._connect_args)
         self._saves: dict[_Parts, Compiled] = {}
         self._boundaries = GroupCommit(self._save_boundaries)
+        self._born = GroupCommit(self._save_births)
         self._append_events = Compiled.of(_append_events(), self.dialect)
         self._births: dict[_Shape, Compiled] = {}
 
@@ -114,7 +118,7 @@ class PostgreSQL(Database):
 
     async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
         """Every row in one statement: one round trip, atomic without BEGIN."""
-        shape: _Shape = tuple(tuple(rows[0]) if rows else () for rows in births)
+        shape = _shape(births)
         if not any(shape):
             return
         if (statement := self._births.get(shape)) is None:
@@ -128,6 +132,31 @@ class PostgreSQL(Database):
                 values[f"{table.name}_{name}"] = given
         await conn.exec_driver_sql(statement.sql, statement.parameters(values))
 
+    async def save_births(self, births: Births) -> None:
+        await self._born.submit(births)
+
+    async def _save_births(self, group: Sequence[Births]) -> list[Exception | None]:
+        """Births that came together: those whose rows have the same columns (most) in one
+        statement."""
+        shapes: dict[_Shape, list[int]] = {}
+        for n, births in enumerate(group):
+            shapes.setdefault(_shape(births), []).append(n)
+        answers: list[Exception | None] = [None] * len(group)
+        for places in shapes.values():
+            found = await self._together([group[n] for n in places], self._insert_births)
+            for n, answer in zip(places, found, strict=True):
+                answers[n] = answer
+        return answers
+
+    async def _insert_births(self, conn: AsyncConnection, group: Sequence[Births]) -> list[None]:
+        """Births of the same columns in the statement of their rows together."""
+        together = Births([], [], [])
+        for births in group:
+            for rows, more in zip(together, births, strict=True):
+                rows += more
+        await self.insert_births(conn, together)
+        return [None] * len(group)
+
     async def save_boundary(self, boundary: Boundary) -> bool | None:
         return await self._boundaries.submit(boundary)
 
@@ -136,19 +165,27 @@ class PostgreSQL(Database):
         return cancel_requested
 
     async def _save_boundaries(self, group: Sequence[Boundary]) -> list[bool | Exception | None]:
-        """Boundaries that came together, in one statement; if it fails (it takes back all
-        it wrote), each in a statement of its own, so that only a failing one fails."""
+        return await self._together(group, self._write_boundaries)
+
+    async def _together(
+        self,
+        group: Sequence[Item],
+        write: Callable[[AsyncConnection, Sequence[Item]], Awaitable[Sequence[Answer]]],
+    ) -> list[Answer | Exception]:
+        """`write` of the writes of `group` that came together, in one statement; if it
+        fails (taking back all it wrote), each in a statement of its own, so that only a
+        failing one fails (its error is its answer)."""
         try:
             async with self.autocommit.connect() as conn:
-                return list(await self._write_boundaries(conn, group))
+                return list(await write(conn, group))
         except DBAPIError as error:
             if len(group) == 1 or error.connection_invalidated:
                 raise
-        answers: list[bool | Exception | None] = []
-        for boundary in group:
+        answers: list[Answer | Exception] = []
+        for item in group:
             try:
                 async with self.autocommit.connect() as conn:
-                    answers.append(await self.write_boundary(conn, boundary))
+                    answers += await write(conn, [item])
             except DBAPIError as error:
                 answers.append(error)
         return answers
@@ -480,6 +517,10 @@ def _append_events() -> Select[tuple[int]]:
 _BORN = (sessions, runs, messages)
 # the columns a birth writes in each: those its rows give (none: no rows for the table)
 _Shape = tuple[tuple[str, ...], ...]
+
+
+def _shape(births: Births) -> _Shape:
+    return tuple(tuple(rows[0]) if rows else () for rows in births)
 
 
 def _births(shape: _Shape) -> Insert:

@@ -54,13 +54,15 @@ class SqlSessions:
     ) -> None:
         rows = births(sessions, runs, incoming)
         named = [s for s in sessions if s.session_name is not None]
-        alone = answering is None and not named  # else a transaction: the birth and the rest
         try:
-            async with self.db.single_write() if alone else self.db.write() as conn:
-                await record_answer(conn, answering)
-                await self.db.insert_births(conn, rows)
-                for session in named:
-                    await _rename(conn, session.session_id, session.session_name)
+            if answering is None and not named:  # a write of its own (database.py)
+                await self.db.save_births(rows)
+            else:  # a transaction: the birth and the rest
+                async with self.db.write() as conn:
+                    await record_answer(conn, answering)
+                    await self.db.insert_births(conn, rows)
+                    for session in named:
+                        await _rename(conn, session.session_id, session.session_name)
         except IntegrityError:
             taken = ", ".join(s.session_id for s in sessions)
             raise Conflict(f"session {taken} already exists") from None
