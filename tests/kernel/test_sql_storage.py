@@ -1,17 +1,20 @@
 """The SQL storage keeps every field of a run, finds the expired runs of its agents, and
-commits the writes of runs that come together together: event appends in one transaction
-(one statement on PostgreSQL), each run's rows only while its writer's revision is the
-run's; on SQLite, boundaries too, each in a savepoint of its own. PostgreSQL plans each
-statement once per connection."""
+commits the writes of runs that come together together: event appends, boundaries and
+births, each kind in one transaction (one statement on PostgreSQL; on SQLite each write in
+a savepoint of its own), each run's rows only while its writer's revision is the run's,
+and a write that fails failing alone. PostgreSQL plans each statement once per
+connection."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from typing import Any
 
 import msgspec
 import pytest
 from sqlalchemy import event, text
+from sqlalchemy.exc import IntegrityError
 
 from runpoint.conformance import build
 from runpoint.conformance.events import events
@@ -112,11 +115,11 @@ async def test_expired_runs_of_other_agents_do_not_hide_ours(storage: SqlStorage
 
 def count_writes(storage: SqlStorage) -> list[str]:
     """The write transactions begun on `storage`'s engine: SQLite's BEGIN, PostgreSQL's
-    statements that write the event log (each a transaction of its own)."""
+    statements of one or more writes (each a transaction of its own)."""
     begun: list[str] = []
 
     def seen(_conn: Any, _cursor: Any, sql: str, *_: Any) -> None:
-        if sql.startswith("BEGIN") or (sql.startswith("WITH") and "run_events" in sql):
+        if sql.startswith(("BEGIN", "WITH")):
             begun.append(sql)
 
     event.listen(storage.engine.sync_engine, "before_cursor_execute", seen)
@@ -167,8 +170,7 @@ async def test_postgresql_plans_a_statement_once_per_connection(database: str) -
         await storage.close()
 
 
-@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
-async def test_sqlite_boundaries_that_come_together_share_a_commit_and_fail_alone(
+async def test_boundaries_that_come_together_share_a_write_and_fail_alone(
     storage: SqlStorage,
 ) -> None:
     started = [(await build.started(storage))[1] for _ in range(4)]
@@ -191,6 +193,68 @@ async def test_sqlite_boundaries_that_come_together_share_a_commit_and_fail_alon
         assert (await storage.get_run(run.run_id)).revision == run.revision  # type: ignore[union-attr]
     # the refused boundary left nothing: the next write of its run goes on from there
     await storage.save(started[1], [], None)
+
+
+async def test_boundaries_of_one_session_that_come_together_take_its_places_in_turn(
+    storage: SqlStorage,
+) -> None:
+    session = build.session()
+    runs = [build.run(session) for _ in range(3)]
+    await storage.create_sessions([session], runs)
+    stale = msgspec.structs.replace(runs[1])
+    await storage.save(runs[1], [], None)  # its places: 1 (no messages)
+    writes = count_writes(storage)
+
+    saves = [
+        build.append(storage, run, build.messages(2), build.checkpoint(run, 2)) for run in runs
+    ]
+    saves.insert(1, build.append(storage, stale, build.messages(1), build.checkpoint(stale, 1)))
+    answers = await asyncio.gather(*saves, return_exceptions=True)
+
+    assert [type(a) for a in answers] == [type(None), Conflict, type(None), type(None)]
+    assert len(writes) == 1
+    # each took the next 3 places, in the order they came: 2 messages, then its boundary
+    marks = [(await storage.list_checkpoints(run.segments))[0].event_seq for run in runs]
+    assert marks == [4, 7, 10]
+    assert (await storage.get_session(session.session_id)).event_seq == 10  # type: ignore[union-attr]
+
+
+async def test_a_boundary_that_fails_among_others_fails_alone(storage: SqlStorage) -> None:
+    started = [(await build.started(storage))[1] for _ in range(3)]
+    await storage.save(started[1], [], None, intents=["call"])
+    writes = count_writes(storage)
+
+    saves = [storage.save(run, [], None, intents=["call"]) for run in started]
+    answers = await asyncio.gather(*saves, return_exceptions=True)
+
+    # the call was recorded already: that boundary's rows cannot all go in
+    assert [type(a) for a in answers] == [type(None), IntegrityError, type(None)]
+    assert writes[0].startswith(("BEGIN", "WITH boundaries"))  # they went together first
+    for run in started:  # the failing one's writer did not count a write
+        assert (await storage.get_run(run.run_id)).revision == run.revision  # type: ignore[union-attr]
+    assert set(await storage.tool_records(started[0].run_id, ["call"])) == {"call"}
+
+
+async def test_births_that_come_together_share_a_write_and_fail_alone(
+    storage: SqlStorage,
+) -> None:
+    writes = count_writes(storage)
+    sessions = [build.session() for _ in range(4)]
+    runs = [build.run(s, message_count=1) for s in sessions]
+
+    def births(count: int) -> list[Coroutine[Any, Any, None]]:
+        return [
+            storage.create_sessions([s], [r], {r.run_id: build.messages(1)})
+            for s, r in zip(sessions[:count], runs[:count], strict=True)
+        ]
+
+    await asyncio.gather(*births(2))
+    assert len(writes) == 1
+    # born again with two new ones: those two are born, the others refused alone
+    answers = await asyncio.gather(*births(4), return_exceptions=True)
+    assert [type(a) for a in answers] == [Conflict, Conflict, type(None), type(None)]
+    for run in runs:
+        assert await storage.read_messages(run.segments, 1) == build.messages(1)
 
 
 class HeldWrite:
