@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from sqlalchemy import (
     CTE,
@@ -24,7 +24,9 @@ from sqlalchemy import (
     cast,
     func,
     insert,
+    literal_column,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import postgresql
@@ -326,9 +328,10 @@ def _save(parts: _Parts) -> Select[tuple[int, bool]]:
         "recoveries",
         with_ordinality="n",
     )
-    boundaries = select(given.render_derived("b")).cte("boundaries")
+    # read in the order of their runs' ids (see `writers`)
+    derived = given.render_derived("b")
+    boundaries = select(derived).order_by(derived.c.run_id).cte("boundaries")
     b = boundaries.c
-    current = (runs.c.run_id == b.run_id) & (runs.c.revision == b.revision)
     # of the boundaries whose run has their revision as the statement starts, the places
     # each session's later ones take after it (a run changed meanwhile leaves its unused)
     moving = (
@@ -341,7 +344,7 @@ def _save(parts: _Parts) -> Select[tuple[int, bool]]:
                 - func.sum(b.places).over(partition_by=b.session_id, order_by=b.n)
             ).label("after"),
         )
-        .join_from(boundaries, runs, current)
+        .join_from(boundaries, _current(b.run_id, b.revision), true())
         .cte("moving")
     )
     taken = (
@@ -366,17 +369,16 @@ def _save(parts: _Parts) -> Select[tuple[int, bool]]:
     # every session's row is locked (its log's whole result is read once, first) before
     # any run's
     logged = select(func.array_agg(log.c.session_id)).scalar_subquery()
+    locked = _current(b.run_id, b.revision, "NO KEY UPDATE")
     writers = (
-        select(b.n, runs.c.run_id)
-        .join_from(boundaries, runs, current)
+        select(b.n, locked.c.run_id)
+        .join_from(boundaries, locked, true())
         .where(b.session_id == any_(cast(logged, ARRAY(Text))))
-        .order_by(runs.c.run_id)
-        .with_for_update(of=runs, key_share=True)
         .cte("writers")
     )
     run = (
         update(runs)
-        .where(runs.c.run_id == writers.c.run_id, writers.c.n == b.n, current)
+        .where(runs.c.run_id == writers.c.run_id, writers.c.n == b.n)
         .values(
             status=b.status,
             revision=runs.c.revision + 1,
@@ -405,6 +407,26 @@ def _save(parts: _Parts) -> Select[tuple[int, bool]]:
     if parts.events:
         writes.append(_new_events(written).cte("new_events"))
     return select(run.c.n, run.c.cancel_requested).add_cte(*writes)
+
+
+_Lock = Literal["SHARE", "NO KEY UPDATE"]
+
+
+def _current(run_id: Any, revision: Any, lock: _Lock | None = None) -> Any:
+    """The id of the run of `run_id` if it has `revision` (none else), locked against
+    other writers if `lock` says how (PostgreSQL's row lock of that name), in the order
+    of the rows of the query it is joined to: looked up by its key for each of them. (The
+    LIMIT keeps the planner from turning it into a join that it may plan as a scan of the
+    table: a plan made while the table was small is kept for the connection, so it would
+    scan the table at each call as it grows.)"""
+    found = (
+        select(runs.c.run_id)
+        .where(runs.c.run_id == run_id, runs.c.revision == revision)
+        .limit(literal_column("1"))
+    )
+    if lock is not None:
+        found = found.with_for_update(read=lock == "SHARE", key_share=lock == "NO KEY UPDATE")
+    return found.lateral()
 
 
 def _new_messages(written: CTE) -> Insert:
@@ -489,15 +511,9 @@ def _append_events() -> Select[tuple[int]]:
         .table_valued("run_id", "revision", with_ordinality="n")
         .render_derived("w")
     )
-    writers = (
-        select(given.c.n, runs.c.run_id)
-        .join_from(
-            given, runs, (runs.c.run_id == given.c.run_id) & (runs.c.revision == given.c.revision)
-        )
-        .order_by(runs.c.run_id)
-        .with_for_update(read=True, of=runs)
-        .cte("writers")
-    )
+    appends = select(given).order_by(given.c.run_id).cte("appends")
+    locked = _current(appends.c.run_id, appends.c.revision, "SHARE")
+    writers = select(appends.c.n, locked.c.run_id).join_from(appends, locked, true()).cte("writers")
     new = (
         func.unnest(
             bindparam("event_appends", type_=ARRAY(BigInteger)),

@@ -159,7 +159,7 @@ async def test_postgresql_plans_a_statement_once_per_connection(database: str) -
             plans = await conn.execute(
                 text(
                     "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                    "WHERE statement LIKE 'WITH writers%'"
+                    "WHERE statement LIKE 'WITH appends%'"
                 )
             )
             assert plans.all() == [(10, 0)]
