@@ -64,6 +64,17 @@ async def test_a_failed_write_fails_every_item_it_held_and_no_other() -> None:
     assert await commit.submit("ccc") == 3  # the next write is a write of its own
 
 
+async def test_an_error_as_an_item_s_answer_is_raised_to_its_caller_alone() -> None:
+    async def write(items: Sequence[str]) -> list[int | Exception]:
+        return [ValueError(item) if item == "bb" else len(item) for item in items]
+
+    commit = GroupCommit(write)
+    a, bb, ccc = (asyncio.create_task(commit.submit(i)) for i in ("a", "bb", "ccc"))
+    with pytest.raises(ValueError, match="bb"):
+        await bb
+    assert (await a, await ccc) == (1, 3)
+
+
 async def test_a_caller_that_gives_up_leaves_the_write_to_finish_for_the_others() -> None:
     writes = SlowWrites()
     commit = GroupCommit(writes.write)
