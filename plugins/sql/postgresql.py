@@ -1,6 +1,7 @@
 """PostgreSQL (asyncpg): reads on connections of their own (readers.py); rows locked by
 the writers that read them; a boundary, and a session's birth with its runs, each in one
-statement."""
+statement, and those of different runs that come together (a group commit: see
+runpoint/group_commit.py) in one statement too, each answered for its own run."""
 
 from __future__ import annotations
 
