@@ -114,24 +114,6 @@ async def test_concurrent_continues_of_one_run_all_fork(servers: Open) -> None:
         assert [m.tool_args for m in messages[4:] if m.role == "tool"] == [{"city": city}]
 
 
-async def test_one_of_two_concurrent_resumes_wins(servers: Open) -> None:
-    a, b = await servers(), await servers()
-    paused = await (await a.create_run("booking-agent", "Book Paris")).result()
-    [call] = [t for t in (await a.get_run(paused.run_id)).tools if t.result is None]
-    outcomes = await asyncio.gather(
-        a.continue_run(paused.run_id, tools={call.tool_call_id: True}),
-        b.continue_run(paused.run_id, tools={call.tool_call_id: True}),
-        return_exceptions=True,
-    )
-    conflicts = [o for o in outcomes if isinstance(o, Conflict)]
-    winners = [o for o in outcomes if not isinstance(o, BaseException)]
-    assert len(conflicts) == 1 and len(winners) == 1
-    run = await winners[0].result()
-    assert run.status is RunStatus.COMPLETED
-    [tool] = (await b.get_run(run.run_id)).tools
-    assert tool.result == "Booked a trip to Paris."  # run once
-
-
 async def test_the_losers_of_a_race_to_resume_a_paused_run_get_a_conflict(
     servers: Open,
 ) -> None:
