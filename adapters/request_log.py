@@ -21,8 +21,8 @@ class RequestLog:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != ScopeType.HTTP:
-            await self.app(scope, receive, send)
+        if scope["type"] != ScopeType.HTTP or not log.isEnabledFor(logging.INFO):
+            await self.app(scope, receive, send)  # no line to write: nothing to note
             return
         started = time.perf_counter()
         fields: dict[str, object] = {

@@ -14,7 +14,6 @@ from http import HTTPStatus
 from typing import Any
 
 from litestar import Request, Response
-from litestar.datastructures import MutableScopeHeaders
 from litestar.exceptions import HTTPException
 from litestar.types import ExceptionHandlersMap, Message, Scope
 
@@ -139,7 +138,9 @@ EXCEPTION_HANDLERS: ExceptionHandlersMap = {
 
 async def add_request_id(message: Message, scope: Scope) -> None:
     if message["type"] == "http.response.start":
-        MutableScopeHeaders.from_message(message)["X-Request-ID"] = request_id(scope)
+        # added, not looked for among the others first (no response of ours sets it)
+        given = message.get("headers", ())
+        message["headers"] = [*given, (b"x-request-id", request_id(scope).encode("latin-1"))]
 
 
 def _session_id(status: int) -> str:

@@ -25,14 +25,11 @@ _STEP = re.compile(r"\.?(\w+)|\[(\d+)\]")  # of a path in msgspec's errors: tool
 
 async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]:
     body, body_is_text = await _body(request, op) if op.body_types else ({}, False)
-    sources: dict[str, tuple[Mapping[str, Any], bool]] = {
-        "path": (request.path_params, True),
-        "query": (_url_decoded(request.scope["query_string"], "the query string"), True),
-        "header": (request.headers, True),
-        "body": (body, body_is_text),
-    }
+    sources: dict[str, tuple[Mapping[str, Any], bool]] = {"body": (body, body_is_text)}
     raw = {}
     for field in op.fields:
+        if field.location not in sources:  # only those the operation reads: each costs
+            sources[field.location] = (_text_source(request, field.location), True)
         source, is_text = sources[field.location]
         if field.wire_name in source:
             value = source[field.wire_name]
@@ -43,6 +40,15 @@ async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]
         raise HttpError(422, "VALIDATION_ERROR", _readable(exc, raw)) from None
     result: dict[str, Any] = msgspec.to_builtins(inputs)  # nested objects as dicts too
     return result
+
+
+def _text_source(request: Request[Any, Any, Any], location: str) -> Mapping[str, str]:
+    """The path's, the query's or the headers' values, by name."""
+    if location == "path":
+        return request.path_params
+    if location == "query":
+        return _url_decoded(request.scope["query_string"], "the query string")
+    return request.headers
 
 
 def _from_text(value: str, field: Field) -> Any:
