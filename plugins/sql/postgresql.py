@@ -179,7 +179,7 @@ class PostgreSQL(Database):
         fails (taking back all it wrote), each in a statement of its own, so that only a
         failing one fails (its error is its answer)."""
         try:
-            async with self.autocommit.connect() as conn:
+            async with self.single_write() as conn:
                 return list(await write(conn, group))
         except DBAPIError as error:
             if len(group) == 1 or error.connection_invalidated:
@@ -187,7 +187,7 @@ class PostgreSQL(Database):
         answers: list[Answer | Exception] = []
         for item in group:
             try:
-                async with self.autocommit.connect() as conn:
+                async with self.single_write() as conn:
                     answers += await write(conn, [item])
             except DBAPIError as error:
                 answers.append(error)
@@ -245,7 +245,7 @@ class PostgreSQL(Database):
             "event_seqs": [seq for _, events in appends for seq, _ in events],
             "event_documents": [data for _, events in appends for _, data in events],
         }
-        async with self.autocommit.connect() as conn:
+        async with self.single_write() as conn:
             found = await conn.exec_driver_sql(
                 self._append_events.sql, self._append_events.parameters(values)
             )
