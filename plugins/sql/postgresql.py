@@ -74,16 +74,27 @@ def _identity(value: Any) -> Any:
     return value
 
 
+# Every statement finds its rows by key (partial indexes are matched by their literals), so
+# one plan per connection serves any values: else the server plans a statement over an
+# array parameter anew at each call (its length changes the estimates, so the plan cache
+# keeps judging a custom plan cheaper). A connection's plan is made at its first call,
+# often while the tables are nearly empty and not yet analysed, and kept until they are:
+# a scan of a table joined to the given rows, cheapest then, would be the plan at every
+# call as the table grows. Scans and hash or merge joins are only the last resort.
+_KEYED_PLANS = {
+    "plan_cache_mode": "force_generic_plan",
+    "enable_seqscan": "off",
+    "enable_hashjoin": "off",
+    "enable_mergejoin": "off",
+}
+
+
 class PostgreSQL(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         # documents are already JSON: hand them to JSONB and back untouched
         untouched = {"json_serializer": _identity, "json_deserializer": _identity}
-        # Every statement finds its rows by key (partial indexes are matched by their
-        # literals), so one plan per connection serves any values: else the server plans
-        # a statement over an array parameter anew at each call (its length changes the
-        # estimates, so the plan cache keeps judging a custom plan cheaper).
         given = engine_options.pop("connect_args", {})
-        settings = {"plan_cache_mode": "force_generic_plan"} | given.get("server_settings", {})
+        settings = _KEYED_PLANS | given.get("server_settings", {})
         connect_args = given | {"server_settings": settings}
         super().__init__(url, **(untouched | engine_options), connect_args=connect_args)
         # reads connect as the engine does (its server settings, TLS): asyncpg takes what

@@ -8,6 +8,7 @@ connection."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Coroutine
 from typing import Any
 
@@ -168,6 +169,33 @@ async def test_postgresql_plans_a_statement_once_per_connection(database: str) -
         assert [tuple(row) for row in read] == [("planned",)]  # reads connect the same way
     finally:
         await storage.close()
+
+
+@pytest.mark.parametrize("database", ["postgresql"], indirect=True)
+async def test_postgresql_writes_find_their_rows_by_key_however_small_the_tables(
+    storage: SqlStorage,
+) -> None:
+    """A connection keeps the plan it made of each statement, made while the tables may be
+    nearly empty: a plan that scanned a table then would scan it at every call as it grows,
+    until the server analyses it. The plans of births, appends and boundaries use indexes."""
+    writes = count_writes(storage)
+    run = (await build.started(storage))[1]
+    assert await storage.append_events(run, events(run, 1, 2))
+    await build.append(storage, run, build.messages(2), build.checkpoint(run, 2))
+    await storage.save(run, [], None, intents=["call"])
+
+    plans = []
+    async with storage.engine.connect() as conn:
+        connection = (await conn.get_raw_connection()).driver_connection
+        assert connection is not None
+        for n, sql in enumerate(dict.fromkeys(writes)):
+            await connection.execute(f"PREPARE written_{n} AS {sql}")
+            nulls = ", ".join(["NULL"] * len(set(re.findall(r"\$\d+", sql))))
+            plan = await connection.fetch(f"EXPLAIN EXECUTE written_{n}({nulls})")
+            plans.append("\n".join(row[0] for row in plan))
+    assert len(plans) == 4  # a birth, an append and two shapes of boundary
+    assert [plan for plan in plans if "Seq Scan" in plan] == []
+    assert ["Index Scan" in plan for plan in plans] == [False, True, True, True]
 
 
 async def test_boundaries_that_come_together_share_a_write_and_fail_alone(
