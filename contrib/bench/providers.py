@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -153,10 +154,7 @@ async def measured(
 
 
 async def bench(provider: str, sizes: list[int], stream: bool, database: str) -> None:
-    agent = Agent(
-        id="bench", model=f"{provider}:{PROVIDERS[provider]}", tools=[echo], max_turns=10**6
-    )
-    async with Runpoint([agent], database=database) as rp:
+    async with Runpoint([agent(provider)], database=database) as rp:
         results: dict[int, Measured] = {}
         for size in sizes:
             calls = size // 2 - 1  # 1 user + calls x (assistant + result) + 1 answer
@@ -192,7 +190,10 @@ async def bench(provider: str, sizes: list[int], stream: bool, database: str) ->
         )
 
 
-async def main(providers: list[str], sizes: list[int], stream: bool) -> None:
+@contextlib.contextmanager
+def vendor_server() -> Iterator[None]:
+    """The vendor server on loopback, in a process of its own, and the SDKs' environment
+    (this process's, which the processes it starts inherit) pointed at it."""
     receiver, sender = multiprocessing.Pipe(duplex=False)
     server = multiprocessing.Process(target=serve, args=(sender,), daemon=True)
     server.start()
@@ -203,17 +204,28 @@ async def main(providers: list[str], sizes: list[int], stream: bool) -> None:
         "ANTHROPIC_API_KEY": "sk-bench",
         "ANTHROPIC_BASE_URL": url,
     }
+    try:
+        yield
+    finally:
+        server.terminate()
+
+
+def agent(provider: str) -> Agent:
+    """An agent of `provider`'s model that answers "calls: k" (`next_turn`)."""
+    return Agent(
+        id="bench", model=f"{provider}:{PROVIDERS[provider]}", tools=[echo], max_turns=10**6
+    )
+
+
+async def main(providers: list[str], sizes: list[int], stream: bool) -> None:
     print(f"streamed: {stream}; medians of 3 runs up to 100 messages, then one run")
     print(
         f"{'provider':<12} {'messages':>8} {'turns':>6} {'wall s':>9} {'CPU s':>8} "
         f"{'CPU/turn ms':>13}"
     )
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for provider in providers:
-                await bench(provider, sizes, stream, f"sqlite:///{tmp}/{provider}.db")
-    finally:
-        server.terminate()
+    with vendor_server(), tempfile.TemporaryDirectory() as tmp:
+        for provider in providers:
+            await bench(provider, sizes, stream, f"sqlite:///{tmp}/{provider}.db")
 
 
 if __name__ == "__main__":

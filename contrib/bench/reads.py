@@ -4,18 +4,24 @@ Seeds a database with a run of 500 checkpoints (499 tool batches of one call, th
 answer: 1,000 messages) and a run of 10,000 messages (four wide batches, as endpoints.py),
 serves it with `runpoint serve` (one worker), and serves the very bytes of each answer,
 fetched once, from a bare Litestar endpoint under the same uvicorn (bare.py). wrk loads
-each endpoint on one connection, in turns with the bare endpoint (`--rounds` of each, so
-that both see the same load on a shared machine); the server's CPU per request is read
-from /proc on each side, over all its rounds. Prints p50 and p99 latency (the median of
-the rounds'), CPU per request and the ratio of runpoint's to the bare endpoint's, and
-checks the issue's targets: the timeline of 500 checkpoints within 2x of
-the bare endpoint's CPU, the snapshot and get-run of 10,000 messages at p50 <= 60 ms. A
+each endpoint on one connection (`--connections`), in turns with the bare endpoint
+(`--rounds` of each, so that both see the same load on a shared machine); the server's
+CPU per request is read from /proc on each side, over all its rounds. Prints p50 and p99
+latency (the median of the rounds'), CPU per request and the ratio of runpoint's to the
+bare endpoint's, and checks the issue's targets: the timeline of 500 checkpoints within
+2x of the bare endpoint's CPU, the snapshot and get-run of 10,000 messages at p50 <= 60 ms. A
 document read again is served as kept (adapters/litestar/documents.py), so the first
 request of each, which makes it, is timed on its own ("first ms", one sample), once the
 server has made the same three documents of the other run (its imports and first-use
 costs paid).
 
     .venv/bin/python contrib/bench/reads.py [--postgres] [--duration 2] [--rounds 3]
+        [--connections 1]
+
+With one connection the server sleeps between a request and the next, and on PostgreSQL
+while its one read of the request is under way: a wake-up costs it CPU that a server
+under load, never idle, does not pay (its events come together), so `--connections 8`
+shows what a request costs it when it is busy.
 """
 
 from __future__ import annotations
@@ -49,16 +55,16 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Load:
-    """An endpoint's rounds under wrk on one connection, and its server's CPU over them."""
+    """An endpoint's rounds under wrk, and its server's CPU over them."""
 
-    def __init__(self, name: str, url: str, pid: int) -> None:
-        self.name, self.url, self.pid = name, url, pid
+    def __init__(self, name: str, url: str, pid: int, connections: int) -> None:
+        self.name, self.url, self.pid, self.connections = name, url, pid, connections
         self.rounds: list[Result] = []
         self.cpu_seconds = 0.0
 
     def round(self, duration: int) -> None:
         before = cpu_seconds(self.pid)
-        self.rounds.append(wrk(self.name, self.url, duration, 1, []))
+        self.rounds.append(wrk(self.name, self.url, duration, self.connections, []))
         self.cpu_seconds += cpu_seconds(self.pid) - before
 
     def result(self) -> tuple[Result, float]:
@@ -75,10 +81,16 @@ class Load:
 
 
 def loaded(
-    name: str, url: str, pid: int, bare: tuple[str, int], rounds: int, duration: int
+    name: str,
+    url: str,
+    pid: int,
+    bare: tuple[str, int],
+    rounds: int,
+    duration: int,
+    connections: int,
 ) -> tuple[tuple[Result, float], tuple[Result, float]]:
     """`url` and its bare twin loaded in turns: each side's figures."""
-    ours, theirs = Load(name, url, pid), Load("bare", *bare)
+    ours, theirs = Load(name, url, pid, connections), Load("bare", *bare, connections)
     for _ in range(rounds):
         ours.round(duration)
         theirs.round(duration)
@@ -90,6 +102,7 @@ def main() -> None:
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL")
     parser.add_argument("--duration", type=int, default=2, help="seconds per round")
     parser.add_argument("--rounds", type=int, default=3, help="turns of each side per endpoint")
+    parser.add_argument("--connections", type=int, default=1, help="wrk's connections")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
         database = asyncio.run(new("reads"))
@@ -130,6 +143,7 @@ def main() -> None:
                         (f"{bare_url}/{name}", bare.pid),
                         args.rounds,
                         args.duration,
+                        args.connections,
                     ),
                     (bare_dir / name).stat().st_size,
                     first[name],
@@ -142,7 +156,9 @@ def main() -> None:
                     process.terminate()
                     process.wait()
     backend = "PostgreSQL" if args.postgres else "SQLite"
-    how = f"wrk -t1 -c1 -d{args.duration}s x {args.rounds} in turns with the bare endpoint"
+    threads = min(2, args.connections)
+    how = f"wrk -t{threads} -c{args.connections} -d{args.duration}s x {args.rounds}"
+    how += " in turns with the bare endpoint"
     report(figures, f"{backend}; {how}, on loopback, one worker each")
 
 

@@ -1,10 +1,14 @@
 """Scale-out benchmark: concurrent runs from 1 and from 2 processes on one PostgreSQL.
 
     .venv/bin/python contrib/bench/scale.py [--runs 400] [--concurrency 16] [--warmup 200]
+                                            [--model scripted|openai|openai-chat|anthropic]
 
 Starts a throwaway PostgreSQL (durable settings: fsync on), then runs the same load from
 one process, and from two processes at once: each run is the offline scripted model (no
-delay) answering with three tool batches, so it writes 8 messages and 4 checkpoints in 5
+delay), or a provider's through its official SDK against providers.py's vendor server (a
+process of its own: its CPU is neither side's), answering with three tool batches. The
+scripted model costs runpoint least, so it asks most of the database per runpoint CPU
+second; a provider's run is the one users make. Each run writes 8 messages and 4 checkpoints in 5
 transactions: the run with its input, then one per boundary. Each process first runs
 `--warmup` runs uncounted, as a server that has been up a while has. Prints runs per
 second, the ratio of the two, the median time of a checkpoint write (one transaction: the
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -37,6 +42,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pgserver
+import providers
 from databases import databases
 from statements import Statements
 
@@ -55,6 +61,7 @@ from runpoint.types import (
 )
 
 QUESTION = "Paris, Tokyo and Lagos"
+MODELS = ["scripted", *providers.PROVIDERS]
 STATEMENTS_SHOWN = 6  # of the server's, those that wrote the most WAL
 
 
@@ -113,10 +120,23 @@ class TimedStorage(SqlStorage):
             self.seconds += time.perf_counter() - start
 
 
+def bench_agent(model: str) -> tuple[Agent, str]:
+    """The agent of `model` and the question on which it makes three tool batches."""
+    if model == "scripted":
+        return Agent(id="bench", model="scripted:demo", tools=[get_population]), QUESTION
+    return providers.agent(model), "calls: 3"
+
+
 async def worker(
-    database: str, runs: int, concurrency: int, *, warmup: int = 0, on_your_marks: bool = False
+    database: str,
+    runs: int,
+    concurrency: int,
+    *,
+    model: str = "scripted",
+    warmup: int = 0,
+    on_your_marks: bool = False,
 ) -> dict[str, Any]:
-    agent = Agent(id="bench", model="scripted:demo", tools=[get_population])
+    agent, question = bench_agent(model)
     storage = TimedStorage(database)
     sent = Statements(storage.db)
     async with Runpoint([agent], storage=storage) as rp:
@@ -125,7 +145,7 @@ async def worker(
         async def one() -> float:
             async with gate:
                 start = time.perf_counter()
-                await (await rp.create_run("bench", QUESTION)).result()
+                await (await rp.create_run("bench", question)).result()
                 return time.perf_counter() - start
 
         # steady state, as in a server that has been up a while: the connection pool
@@ -187,12 +207,14 @@ class Phase(NamedTuple):
     executed: list[pgserver.Executed]
 
 
-def phase(database: str, processes: int, runs: int, concurrency: int, warmup: int) -> Phase:
+def phase(
+    database: str, processes: int, runs: int, concurrency: int, warmup: int, model: str
+) -> Phase:
     """Runs from `processes` processes at once (not counting start-up, warm-up and
     shut-down), and what the server spent on them."""
     postmaster = asyncio.run(pgserver.postmaster_pid(database))
     command = [sys.executable, __file__, "--worker", database]
-    command += [str(runs), str(concurrency), str(warmup)]
+    command += [str(runs), str(concurrency), str(warmup), model]
     started = [
         subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for _ in range(processes)
@@ -226,19 +248,22 @@ def phase(database: str, processes: int, runs: int, concurrency: int, warmup: in
     return Phase(results, wall, cpu, disk, wal, states, executed)
 
 
-def main(runs: int, concurrency: int, warmup: int) -> None:
+def main(runs: int, concurrency: int, warmup: int, model: str) -> None:
     settings = pgserver.STATEMENT_SETTINGS
     with tempfile.TemporaryDirectory() as tmp, databases(True, Path(tmp), settings=settings) as new:
         database = asyncio.run(new("scale"))
         asyncio.run(worker(database, 4, 4))  # migrate
         alone = asyncio.run(checkpoint_writes(database))
-        single = phase(database, 1, runs, concurrency, warmup)
-        double = phase(database, 2, runs, concurrency, warmup)
+        single = phase(database, 1, runs, concurrency, warmup, model)
+        double = phase(database, 2, runs, concurrency, warmup, model)
 
     one_rate = runs / single.wall
     two_rate = 2 * runs / double.wall  # from their common start to the last one's end
     loaded = [w for r in single.results + double.results for w in r["checkpoint_writes"]]
-    print(f"runs per process: {runs} (after {warmup} to warm up), {concurrency} at a time")
+    print(
+        f"model: {model}; runs per process: {runs} (after {warmup} to warm up), "
+        f"{concurrency} at a time"
+    )
     print(f"1 process : {one_rate:8.1f} runs/s")
     print(f"2 processes: {two_rate:8.1f} runs/s")
     print(f"ratio 2/1  : {two_rate / one_rate:8.2f}x (target >= 1.5)")
@@ -288,12 +313,19 @@ def main(runs: int, concurrency: int, warmup: int) -> None:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         url, count, width, warmup = sys.argv[2], *map(int, sys.argv[3:6])
-        report = asyncio.run(worker(url, count, width, warmup=warmup, on_your_marks=True))
+        model = sys.argv[6]
+        report = asyncio.run(
+            worker(url, count, width, model=model, warmup=warmup, on_your_marks=True)
+        )
         print(json.dumps(report))
     else:
         parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
         parser.add_argument("--runs", type=int, default=400, help="runs per process")
         parser.add_argument("--concurrency", type=int, default=16, help="runs at once")
         parser.add_argument("--warmup", type=int, default=200, help="runs before counting")
+        parser.add_argument(
+            "--model", choices=MODELS, default="scripted", help="a provider's, or none"
+        )
         args = parser.parse_args()
-        main(args.runs, args.concurrency, args.warmup)
+        with contextlib.nullcontext() if args.model == "scripted" else providers.vendor_server():
+            main(args.runs, args.concurrency, args.warmup, args.model)
