@@ -30,51 +30,40 @@ DOCUMENTS = {
     "idempotency_keys": ("response",),
     "session_checkpoints": ("data", "capture"),
 }
-# a document with this in its text (JSON's escape of U+0000) was wrapped, and is again
-# when going back (the text `\\u0000` is found too: wrapped needlessly, but whole)
-NUL = "\\u0000"
 
 
 def upgrade() -> None:
-    postgresql = op.get_bind().dialect.name == "postgresql"
-    for table, columns in DOCUMENTS.items():
-        if postgresql:
-            # the wrapper's string is the document's text (->> unescapes it): no NUL in it
-            op.execute(
-                f"ALTER TABLE {table} "
-                + ", ".join(
-                    f"ALTER COLUMN {c} TYPE bytea USING convert_to(CASE jsonb_typeof({c}) "
-                    f"WHEN 'array' THEN {c} ->> 0 ELSE {c}::text END, 'UTF8')"
-                    for c in columns
-                )
-            )
-            continue
+    _rewrite(
+        # the wrapper's string is the document's text (->> unescapes it): no NUL in it
+        postgresql="{c} TYPE bytea USING convert_to(CASE jsonb_typeof({c}) "
+        "WHEN 'array' THEN {c} ->> 0 ELSE {c}::text END, 'UTF8')",
         # the BLOBs stay; SQLite's JSON functions read text, not BLOBs
-        for c in columns:
-            op.execute(
-                f"UPDATE {table} SET {c} = CAST(json_extract(CAST({c} AS TEXT), '$[0]') AS BLOB) "
-                f"WHERE CAST({c} AS TEXT) LIKE '[%'"
-            )
+        sqlite="UPDATE {table} SET {c} = CAST(json_extract(CAST({c} AS TEXT), '$[0]') AS BLOB) "
+        "WHERE CAST({c} AS TEXT) LIKE '[%'",
+    )
 
 
 def downgrade() -> None:
-    """Back to JSONB, a document with a U+0000 wrapped again as 0013 kept it."""
-    postgresql = op.get_bind().dialect.name == "postgresql"
+    """Back to JSONB: a document with JSON's escape of U+0000 in its text is wrapped again,
+    as 0013 kept it (the text `\\u0000` is found too: wrapped needlessly, but whole)."""
+    _rewrite(
+        postgresql="{c} TYPE jsonb USING CASE "
+        "WHEN strpos(convert_from({c}, 'UTF8'), '\\u0000') > 0 "
+        "THEN jsonb_build_array(convert_from({c}, 'UTF8')) "
+        "ELSE convert_from({c}, 'UTF8')::jsonb END",
+        sqlite="UPDATE {table} SET {c} = CAST(json_array(CAST({c} AS TEXT)) AS BLOB) "
+        "WHERE instr(CAST({c} AS TEXT), '\\u0000') > 0",
+    )
+
+
+def _rewrite(postgresql: str, sqlite: str) -> None:
+    """Each document column `c` of each `table`: on PostgreSQL altered as `postgresql` says
+    (one ALTER TABLE a table), on SQLite updated by the statement `sqlite`."""
+    on_postgresql = op.get_bind().dialect.name == "postgresql"
     for table, columns in DOCUMENTS.items():
-        if postgresql:
-            op.execute(
-                f"ALTER TABLE {table} "
-                + ", ".join(
-                    f"ALTER COLUMN {c} TYPE jsonb USING CASE "
-                    f"WHEN strpos(convert_from({c}, 'UTF8'), '{NUL}') > 0 "
-                    f"THEN jsonb_build_array(convert_from({c}, 'UTF8')) "
-                    f"ELSE convert_from({c}, 'UTF8')::jsonb END"
-                    for c in columns
-                )
-            )
-            continue
-        for c in columns:
-            op.execute(
-                f"UPDATE {table} SET {c} = CAST(json_array(CAST({c} AS TEXT)) AS BLOB) "
-                f"WHERE instr(CAST({c} AS TEXT), '{NUL}') > 0"
-            )
+        if on_postgresql:
+            alters = ", ".join("ALTER COLUMN " + postgresql.format(c=c) for c in columns)
+            op.execute(f"ALTER TABLE {table} {alters}")
+        else:
+            for c in columns:
+                op.execute(sqlite.format(table=table, c=c))
