@@ -14,8 +14,8 @@ from runpoint.plugins.sql.schema import checkpoints, messages, run_events, runs,
 
 
 class WrittenDocuments:
-    """Counts the bytes of the documents every statement on `engine` writes: on SQLite a
-    document is the only binary parameter, on PostgreSQL the only JSON text."""
+    """Counts the bytes of the documents every statement on `engine` writes: a document is
+    the only binary parameter."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.bytes = 0
@@ -35,9 +35,7 @@ def _values(parameters: Any) -> list[Any]:
 
 
 def _is_document(value: Any) -> bool:
-    return isinstance(value, bytes | memoryview) or (
-        isinstance(value, str) and value.startswith(("{", "["))
-    )
+    return isinstance(value, bytes | memoryview)
 
 
 DOCUMENTS = (

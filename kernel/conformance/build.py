@@ -159,5 +159,6 @@ def diff(got: object, want: object) -> str:
 
 def as_json(value: object) -> Any:
     """`value` encoded, then decoded into plain values: what it says in JSON, whatever
-    the spacing and key order of documents a database gave back (JSONB's are its own)."""
+    the spacing and key order of documents a backend gave back (a PostgreSQL JSONB
+    column's are its own: `plugins/sql/` keeps documents as written)."""
     return msgspec.json.decode(msgspec.json.encode(value))

@@ -12,7 +12,6 @@ from typing import Any, Literal, NamedTuple, TypeVar
 from sqlalchemy import (
     CTE,
     BigInteger,
-    Column,
     Float,
     Insert,
     Integer,
@@ -31,7 +30,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.dialects.postgresql import ARRAY, BYTEA, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, BYTEA
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -44,7 +43,6 @@ from runpoint.plugins.sql.database import Boundary, Database
 from runpoint.plugins.sql.readers import Readers
 from runpoint.plugins.sql.schema import (
     PARTIAL_INDEXES,
-    Document,
     checkpoints,
     messages,
     run_events,
@@ -70,10 +68,6 @@ Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 
 
-def _identity(value: Any) -> Any:
-    return value
-
-
 # Every statement finds its rows by key (partial indexes are matched by their literals), so
 # one plan per connection serves any values: else the server plans a statement over an
 # array parameter anew at each call (its length changes the estimates, so the plan cache
@@ -91,12 +85,10 @@ _KEYED_PLANS = {
 
 class PostgreSQL(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
-        # documents are already JSON: hand them to JSONB and back untouched
-        untouched = {"json_serializer": _identity, "json_deserializer": _identity}
         given = engine_options.pop("connect_args", {})
         settings = _KEYED_PLANS | given.get("server_settings", {})
         connect_args = given | {"server_settings": settings}
-        super().__init__(url, **(untouched | engine_options), connect_args=connect_args)
+        super().__init__(url, **engine_options, connect_args=connect_args)
         # reads connect as the engine does (its server settings, TLS): asyncpg takes what
         # SQLAlchemy's asyncpg dialect hands it, but for the dialect's own statement cache
         self._connect_args = {k: v for k, v in connect_args.items() if k not in _DIALECTS_OWN}
@@ -141,9 +133,7 @@ class PostgreSQL(Database):
         values: dict[str, list[Any]] = {}
         for table, names, rows in zip(_BORN, shape, births, strict=True):
             for name in names:
-                document = _is_document(table.c[name])
-                given = [row[name].decode() if document else row[name] for row in rows]
-                values[f"{table.name}_{name}"] = given
+                values[f"{table.name}_{name}"] = [row[name] for row in rows]
         await conn.exec_driver_sql(statement.sql, statement.parameters(values))
 
     async def save_births(self, births: Births) -> None:
@@ -221,7 +211,7 @@ class PostgreSQL(Database):
                 run.session_id,
                 len(rows) + 1,
                 run.status.value,
-                boundary.state.decode(),
+                boundary.state,
                 run.lease_owner,
                 run.lease_expires_at,
                 run.recoveries,
@@ -231,10 +221,10 @@ class PostgreSQL(Database):
             # each message's place counted back from its boundary's, which is the last
             for place, (index, role, data) in zip(range(len(rows), 0, -1), rows, strict=True):
                 _append(values, message_boundaries=n, message_indexes=index, roles=role)
-                _append(values, documents=data.decode(), message_places_before=place)
+                _append(values, documents=data, message_places_before=place)
             if mark is not None:
                 _append(values, checkpoint_boundaries=n, checkpoint_indexes=mark[0])
-                _append(values, checkpoint_documents=mark[1].decode())
+                _append(values, checkpoint_documents=mark[1])
             for intent in boundary.intents:
                 _append(values, intent_boundaries=n, intents=intent)
             for seq, data in boundary.events:
@@ -324,7 +314,7 @@ def _save(parts: _Parts) -> Select[tuple[int, bool]]:
         bindparam("session_ids", type_=ARRAY(Text)),
         bindparam("places", type_=ARRAY(BigInteger)),
         bindparam("statuses", type_=ARRAY(String)),
-        bindparam("states", type_=ARRAY(Text)),
+        bindparam("states", type_=ARRAY(BYTEA)),
         bindparam("lease_owners", type_=ARRAY(String)),
         bindparam("lease_expires_ats", type_=ARRAY(Float)),
         bindparam("recoveries", type_=ARRAY(Integer)),
@@ -394,7 +384,7 @@ def _save(parts: _Parts) -> Select[tuple[int, bool]]:
         .values(
             status=b.status,
             revision=runs.c.revision + 1,
-            state=cast(b.state, JSONB),
+            state=b.state,
             lease_owner=b.lease_owner,
             lease_expires_at=b.lease_expires_at,
             recoveries=b.recoveries,
@@ -447,7 +437,7 @@ def _new_messages(written: CTE) -> Insert:
         "message",
         ("message_indexes", Integer),
         ("roles", Text),
-        ("documents", Text),
+        ("documents", BYTEA),
         ("message_places_before", BigInteger),
     )
     return insert(messages).from_select(
@@ -456,7 +446,7 @@ def _new_messages(written: CTE) -> Insert:
             written.c.run_id,
             new.c.message_indexes,
             new.c.roles,
-            cast(new.c.documents, JSONB),
+            new.c.documents,
             written.c.place - new.c.message_places_before,
         ).join_from(new, written, new.c.n == written.c.n),
     )
@@ -465,7 +455,7 @@ def _new_messages(written: CTE) -> Insert:
 def _new_checkpoints(written: CTE) -> Insert:
     """The checkpoints of the written boundaries, in their boundary's place; the first at
     an index stands."""
-    new = _rows("checkpoint", ("checkpoint_indexes", Integer), ("checkpoint_documents", Text))
+    new = _rows("checkpoint", ("checkpoint_indexes", Integer), ("checkpoint_documents", BYTEA))
     return (
         postgresql.insert(checkpoints)
         .from_select(
@@ -473,7 +463,7 @@ def _new_checkpoints(written: CTE) -> Insert:
             select(
                 written.c.run_id,
                 new.c.checkpoint_indexes,
-                cast(new.c.checkpoint_documents, JSONB),
+                new.c.checkpoint_documents,
                 written.c.place,
             ).join_from(new, written, new.c.n == written.c.n),
         )
@@ -559,22 +549,13 @@ def _births(shape: _Shape) -> Insert:
         if not names:
             continue
         columns = [table.c[name] for name in names]
-        arrays = [
-            bindparam(f"{table.name}_{c.name}", type_=ARRAY(Text if _is_document(c) else c.type))
-            for c in columns
-        ]
+        arrays = [bindparam(f"{table.name}_{c.name}", type_=ARRAY(c.type)) for c in columns]
         rows = (
             func.unnest(*arrays)
             .table_valued(*names, with_ordinality="n")
             .render_derived(f"new_{table.name}")
         )
-        values = [
-            cast(rows.c[c.name], JSONB) if _is_document(c) else rows.c[c.name] for c in columns
-        ]
+        values = [rows.c[c.name] for c in columns]
         inserts.append(insert(table).from_select(names, select(*values).order_by(rows.c.n)))
     *first, last = inserts  # the others go first, as parts of the last
     return last.add_cte(*(i.cte(f"born_{i.table.name}") for i in first))
-
-
-def _is_document(column: Column[Any]) -> bool:
-    return isinstance(column.type, Document)

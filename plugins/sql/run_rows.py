@@ -9,7 +9,7 @@ from typing import Any
 
 import msgspec
 
-from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs
 from runpoint.types import Run
 
@@ -64,8 +64,8 @@ RunState = msgspec.defstruct(
 )
 STATE_FIELDS: tuple[str, ...] = RunState.__struct_fields__
 COLUMNS = (runs.c.data, runs.c.state, *(runs.c[name] for name in COLUMN_FIELDS))
-_decode_run = Decoder(Run)
-_decode_state = Decoder(RunState)
+_decode_run = msgspec.json.Decoder(Run).decode
+_decode_state = msgspec.json.Decoder(RunState).decode
 
 
 def state_document(run: Run) -> bytes:

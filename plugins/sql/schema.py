@@ -1,13 +1,14 @@
 """Tables. Each row keeps its struct as one msgspec-encoded document beside the columns
-that are queried; messages and checkpoints are only ever inserted.
+that are queried; messages and checkpoints are only ever inserted. A document is its JSON
+bytes, a BLOB (BYTEA on PostgreSQL): no SQL reads into one, so the database keeps it as
+written (JSONB parsed each on the way in, printed it on the way out, and held no U+0000)
+and msgspec decodes it straight into its struct.
 
 A string that comes from outside (a session id a client chose, an agent id, a team, a
 model's tool call id, an idempotency key) is `Text`: the contract, the authentication and
 the run loop bound it (docs/http.md, "Bounds"), and the database never refuses one
 (PostgreSQL enforces a VARCHAR's length, SQLite does not). `String(N)` holds only what
 runpoint makes: its own ids (uuid4), statuses, roles, lock reasons and hashes."""
-
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -24,37 +25,9 @@ from sqlalchemy import (
     false,
     text,
 )
-from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from runpoint.tenancy import DEFAULT_TEAM
 from runpoint.types import RunStatus
-
-
-class Document(TypeDecorator[bytes | str]):
-    """A msgspec-encoded JSON document: a BLOB on SQLite, JSONB on PostgreSQL.
-
-    It goes in as encoded bytes and comes out as bytes (SQLite) or text (PostgreSQL),
-    both of which msgspec decodes straight into structs; nothing is parsed twice, but for
-    a document with a U+0000, which JSONB cannot hold: it is stored as a JSON array of one
-    string, its JSON text (see `documents.storable`), which SQL must not expect to query into."""
-
-    impl = LargeBinary
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
-        if dialect.name == "postgresql":
-            # here, not at the top: SQLite never pays for importing the PostgreSQL dialect
-            from sqlalchemy.dialects.postgresql import JSONB
-
-            return dialect.type_descriptor(JSONB())
-        return dialect.type_descriptor(LargeBinary())
-
-    def process_bind_param(self, value: bytes | str | None, dialect: Dialect) -> Any:
-        if dialect.name == "postgresql" and isinstance(value, bytes):
-            return value.decode()
-        return value
-
 
 metadata = MetaData()
 
@@ -70,7 +43,7 @@ sessions = Table(
     Column("team_id", Text, nullable=False, server_default=DEFAULT_TEAM),
     Column("forked_from_session_id", Text),
     Column("created_at", Float, nullable=False),
-    Column("data", Document, nullable=False),
+    Column("data", LargeBinary, nullable=False),
     # the name a client gave it: its own column, so a rename rewrites no document
     Column("session_name", Text),
     # the session's event log cursor: the seq of its latest event (messages, boundaries)
@@ -98,8 +71,8 @@ runs = Table(
     Column("revision", Integer, nullable=False, server_default="0"),
     # what a run is (ids, lineage, layout), written once; what changes as it goes
     # (status, counts, content) is the small `state` document, rewritten at each boundary
-    Column("data", Document, nullable=False),
-    Column("state", Document, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Column("state", LargeBinary, nullable=False),
     # who executes the run, until when: a run whose lease ran out lost its process
     Column("lease_owner", String(64)),
     Column("lease_expires_at", Float),
@@ -123,16 +96,16 @@ messages = Table(
     Column("run_id", String(64), primary_key=True),
     Column("idx", Integer, primary_key=True, autoincrement=False),
     Column("role", String(16), nullable=False),
-    Column("data", Document, nullable=False),
+    Column("data", LargeBinary, nullable=False),
     # its place in its session's event log (NULL for rows written before the log existed)
     Column("event_seq", BigInteger),
 )
 
 # Each run's event log, to stream again exactly what its executions reported: a row holds
 # the events written together, keyed by the seq of the last, as compact JSON bytes (each
-# event `[seq, name, created_at, data]`, its run's ids the row's run_id), kept as bytes so
-# that PostgreSQL normalises nothing (JSONB would reorder `data`'s keys). SQLite keeps the
-# rows in the key's own b-tree (no rowid): a row is stored once.
+# event `[seq, name, created_at, data]`, its run's ids the row's run_id), kept as written
+# (`data`'s keys in their order). SQLite keeps the rows in the key's own b-tree (no rowid):
+# a row is stored once.
 run_events = Table(
     "run_events",
     metadata,
@@ -150,7 +123,7 @@ tool_calls = Table(
     Column("run_id", String(64), primary_key=True),
     Column("tool_call_id", Text, primary_key=True),
     Column("started_at", Float, nullable=False),
-    Column("result", Document),  # the tool message, once the call ended
+    Column("result", LargeBinary),  # the tool message, once the call ended
 )
 
 # The first answer to a request sent with an Idempotency-Key, replayed to its retries.
@@ -163,7 +136,7 @@ idempotency_keys = Table(
     Column("key", Text, primary_key=True),
     Column("fingerprint", String(64), nullable=False),
     Column("created_at", Float, nullable=False),
-    Column("response", Document),
+    Column("response", LargeBinary),
     Column("owner", String(64)),
     Column("expires_at", Float),
 )
@@ -173,7 +146,7 @@ checkpoints = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("message_index", Integer, primary_key=True, autoincrement=False),
-    Column("data", Document, nullable=False),
+    Column("data", LargeBinary, nullable=False),
     Column("event_seq", BigInteger),  # its boundary's place in the session's event log
 )
 
@@ -192,7 +165,7 @@ session_checkpoints = Table(
     Column("seq", Integer, primary_key=True, autoincrement=True),
     Column("checkpoint_id", String(64), nullable=False, unique=True),
     Column("session_id", Text, nullable=False),
-    Column("data", Document, nullable=False),  # the SessionCheckpoint
-    Column("capture", Document),  # the SessionCapture, once READY
+    Column("data", LargeBinary, nullable=False),  # the SessionCheckpoint
+    Column("capture", LargeBinary),  # the SessionCapture, once READY
     Index("ix_session_checkpoints_session_seq", "session_id", "seq"),
 )

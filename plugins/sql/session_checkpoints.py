@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import msgspec
 from sqlalchemy import bindparam, delete, insert, select, update
 
 from runpoint.plugins.sql.database import NO_END, Database
-from runpoint.plugins.sql.documents import Decoder, document, storable
+from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import session_checkpoints
 from runpoint.types import SessionCapture, SessionCheckpoint, SessionCheckpointStatus
 
-_decode_checkpoint = Decoder(SessionCheckpoint)
-_decode_capture = Decoder(SessionCapture)
+_decode_checkpoint = msgspec.json.Decoder(SessionCheckpoint).decode
+_decode_capture = msgspec.json.Decoder(SessionCapture).decode
 _c = session_checkpoints.c
 _GET = select(_c.data).where(_c.checkpoint_id == bindparam("id"))
 _CAPTURE = select(_c.capture).where(_c.checkpoint_id == bindparam("id"))
@@ -51,7 +52,7 @@ class SqlSessionCheckpoints:
                 .where(row)
                 .values(
                     data=document(checkpoint),
-                    capture=None if capture is None else storable(capture),
+                    capture=capture,
                 )
             )
             return True

@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.database import Database
-from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import run_row
@@ -24,7 +24,7 @@ from runpoint.plugins.sql.schema import runs as runs_table
 from runpoint.plugins.sql.schema import sessions as sessions_table
 from runpoint.types import KeyAnswer, Message, Rollback, Run, Session
 
-_decode_session = Decoder(Session)
+_decode_session = msgspec.json.Decoder(Session).decode
 _COLUMNS = (
     sessions_table.c.data,
     sessions_table.c.event_seq,

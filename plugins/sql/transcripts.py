@@ -6,13 +6,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Sequence
 
+import msgspec
 from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint import transcript
 from runpoint.errors import Conflict
 from runpoint.plugins.sql.database import NO_END, Boundary, Database
-from runpoint.plugins.sql.documents import Decoder, document
+from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.events import event_rows
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
@@ -28,9 +29,9 @@ from runpoint.types import (
     Segment,
 )
 
-_decode_message = Decoder(Message)
-_decode_view = Decoder(MessageView)
-_decode_checkpoint = Decoder(Checkpoint)
+_decode_message = msgspec.json.Decoder(Message).decode
+_decode_view = msgspec.json.Decoder(MessageView).decode
+_decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
 _RECORD_RESULT = (
     update(tool_calls)
     .where(tool_calls.c.run_id == bindparam("run"), tool_calls.c.tool_call_id == bindparam("call"))
@@ -111,12 +112,12 @@ class SqlTranscripts:
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0
     ) -> list[Message]:
-        return _decode_message.all(await self._message_documents(segments, upto, start))
+        return [_decode_message(d) for d in await self._message_documents(segments, upto, start)]
 
     async def read_views(
         self, segments: Sequence[Segment], upto: int, start: int = 0
     ) -> list[MessageView]:
-        return _decode_view.all(await self._message_documents(segments, upto, start))
+        return [_decode_view(d) for d in await self._message_documents(segments, upto, start)]
 
     async def _message_documents(
         self, segments: Sequence[Segment], upto: int, start: int
@@ -148,7 +149,7 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
-        found = _decode_checkpoint.all([data for data, _ in rows])
+        found = [_decode_checkpoint(data) for data, _ in rows]
         for checkpoint, (_, seq) in zip(found, rows, strict=True):
             checkpoint.event_seq = seq  # the row's, not the document's
         return found

@@ -17,7 +17,7 @@ from runpoint.plugins.demo import agents
 from runpoint.plugins.sql.schema import runs
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
-from runpoint.types import Message, Run, Segment
+from runpoint.types import Message, Run, Segment, ToolCall
 
 
 @pytest.fixture
@@ -38,8 +38,7 @@ def on_the_wire(m: Message) -> dict[str, Any]:
     said: dict[str, Any] = {"id": m.id, "role": m.role, "created_at": int(m.created_at)}
     if m.tool_calls:
         said["tool_calls"] = [
-            {"id": c.id, "function": {"name": c.name, "arguments": c.arguments}, "type": "function"}
-            for c in m.tool_calls
+            {"id": c.id, "function": function(c), "type": "function"} for c in m.tool_calls
         ]
     if m.usage:
         total = m.usage.input_tokens + m.usage.output_tokens
@@ -54,11 +53,10 @@ def on_the_wire(m: Message) -> dict[str, Any]:
     return said | {f: getattr(m, f) for f in fields if getattr(m, f) is not None}
 
 
-def heard(message: dict[str, Any]) -> dict[str, Any]:
-    """A wire message with its calls' arguments read back from their JSON text."""
-    for call in message.get("tool_calls", ()):
-        call["function"]["arguments"] = msgspec.json.decode(call["function"]["arguments"])
-    return message
+def function(call: ToolCall) -> dict[str, str]:
+    """A call on the wire, its arguments the JSON text runpoint stored: byte for byte, on
+    both databases."""
+    return {"name": call.name, "arguments": msgspec.json.encode(call.arguments).decode()}
 
 
 async def test_a_run_reads_as_its_messages_say(rp: Runpoint, client: httpx.AsyncClient) -> None:
@@ -76,10 +74,10 @@ async def test_a_run_reads_as_its_messages_say(rp: Runpoint, client: httpx.Async
     [listed] = (await client.get(f"/sessions/{session_id}/runs")).json()
     cut = (await client.get(f"{path}/checkpoints/3", params={"session_id": session_id})).json()
 
-    assert [heard(m) for m in answer.json()["messages"]] == said
-    assert [heard(m) for m in got["messages"]] == said and got["tools"] == tools
-    assert [heard(m) for m in listed["messages"]] == said and listed["tools"] == tools
-    assert [heard(m) for m in cut["snapshot"]["messages"]] == said[:3]
+    assert answer.json()["messages"] == said
+    assert got["messages"] == said and got["tools"] == tools
+    assert listed["messages"] == said and listed["tools"] == tools
+    assert cut["snapshot"]["messages"] == said[:3]
     assert cut["snapshot"]["tools"] == [t for t in tools if t["message_index"] < 3]
 
 

@@ -7,12 +7,27 @@ from typing import Any
 
 import msgspec
 from alembic.script import ScriptDirectory
-from sqlalchemy import Column, Float, Integer, MetaData, String, Table, insert, inspect, select
+from sqlalchemy import (
+    Column,
+    Float,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    insert,
+    inspect,
+    select,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import migrate
-from runpoint.plugins.sql.schema import Document, metadata
+from runpoint.plugins.sql.births import births
+from runpoint.plugins.sql.schema import metadata
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.types import (
@@ -78,6 +93,53 @@ def test_revisions_import_no_live_code() -> None:
         assert {m.split(".")[0] for m in modules} <= {"alembic", "sqlalchemy"}, revision.name
 
 
+encode = msgspec.json.encode
+
+
+class Document(TypeDecorator[bytes]):
+    """A document's column as revisions 0001 to 0013 made it: a BLOB, JSONB on PostgreSQL.
+    Given its JSON bytes either way (JSONB is handed the values they say, which it encodes
+    again; None is NULL, as runpoint wrote it), it reads back as JSONB gives it: those
+    values."""
+
+    impl = LargeBinary
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(JSONB(none_as_null=True))
+        return dialect.type_descriptor(LargeBinary())
+
+    def process_bind_param(self, value: bytes | None, dialect: Dialect) -> Any:
+        if dialect.name == "postgresql" and value is not None:
+            return msgspec.json.decode(value)
+        return value
+
+
+def before_0014(name: str) -> Table:
+    """Table `name` as the revisions before 0014 had it, for inserts of the columns that
+    were there: its documents `Document`s."""
+    return Table(
+        name,
+        MetaData(),
+        *(
+            Column(c.name, Document if isinstance(c.type, LargeBinary) else c.type)
+            for c in metadata.tables[name].c
+        ),
+    )
+
+
+async def write_before_0014(engine: AsyncEngine, rows: dict[str, list[dict[str, Any]]]) -> None:
+    async with engine.begin() as conn:
+        for name, given in rows.items():
+            await conn.execute(insert(before_0014(name)), given)
+
+
+def plain(value: Any) -> Any:
+    """A column's value, a document as the JSON values it says (JSONB gave those back)."""
+    return msgspec.json.decode(value) if isinstance(value, bytes) else value
+
+
 # The tables as revision 0001 made them: one document per row, nothing else queryable.
 OLD = MetaData()
 OLD_SESSIONS = Table(
@@ -119,7 +181,6 @@ OLD_CHECKPOINTS = Table(
 
 
 async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(database: str) -> None:
-    encode = msgspec.json.encode
     session = Session(session_id="s1", agent_id="travel-agent")
     transcript = [
         Message(role="user", content="Paris?"),
@@ -204,11 +265,12 @@ async def columns(engine: AsyncEngine) -> dict[str, list[str]]:
 
 async def every_row(engine: AsyncEngine, shape: dict[str, list[str]]) -> dict[str, list[Any]]:
     """The rows of runpoint's tables in `shape`, each of its columns there (a later
-    revision may add more)."""
+    revision may add more), their documents as the values they say (0014 made them bytes
+    on PostgreSQL; the key columns that sort the rows come first)."""
     async with engine.connect() as conn:
         return {
             name: sorted(
-                tuple(row)
+                tuple(plain(value) for value in row)
                 for row in await conn.execute(select(*(metadata.tables[name].c[c] for c in cut)))
             )
             for name, cut in shape.items()
@@ -220,7 +282,8 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
     """0008 widens the columns of what comes from outside to TEXT (SQLite copies tables)."""
     storage = SqlStorage(database)
     await migrate.upgrade(storage.engine, "0007")
-    # written through the storage itself, never opened (opening upgrades to head)
+    # the rows the storage writes, as it wrote them into 0007's tables (never opened:
+    # opening upgrades to head)
     source = Session(session_id="s1", agent_id="travel-agent", team_id="acme")
     fork = Session("s2", "travel-agent", "acme", forked_from_session_id="s1")
     run = Run(
@@ -231,10 +294,23 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
         segments=[Segment("r1", 0)],
         message_count=1,
     )
-    await storage.create_sessions([source, fork], [run], {"r1": [Message("user", "Paris?")]})
-    await storage.save(run, [], None, intents=["call_1"])  # the call's intent
+    born = births([source, fork], [run], {"r1": [Message("user", "Paris?")]})
+    # the call's intent, then how it ended
     result = Message("tool", "2.1M", tool_call_id="call_1", tool_name="get_population")
-    await storage.record_tool_results("r1", [result])
+    call = {"run_id": "r1", "tool_call_id": "call_1", "started_at": 1.0, "result": encode(result)}
+    checkpoint = SessionCheckpoint("c1", "s1", 1, label="before")
+    await write_before_0014(
+        storage.engine,
+        {
+            "sessions": born.sessions,
+            "runs": born.runs,
+            "messages": born.messages,
+            "tool_calls": [call],
+            "session_checkpoints": [
+                {"checkpoint_id": "c1", "session_id": "s1", "data": encode(checkpoint)}
+            ],
+        },
+    )
     # as runpoint claimed keys then: no lease (k2's request died, unanswered)
     async with storage.engine.begin() as conn:
         await conn.execute(
@@ -245,7 +321,6 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
                 for k, answer in [("k1", b'"r1"'), ("k2", None)]
             ],
         )
-    await storage.add_session_checkpoint(SessionCheckpoint("c1", "s1", 1, label="before"))
     shape = await columns(storage.engine)
     before = await every_row(storage.engine, shape)
     tables = ("sessions", "runs", "messages", "tool_calls", "idempotency_keys")
@@ -260,5 +335,54 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
         assert await storage.claim_key(claim, fingerprint, until) == (fingerprint, "r1")
         claim = KeyClaim(SCOPE, "k2", "retry")
         assert await storage.claim_key(claim, fingerprint, until) is None
+    finally:
+        await storage.close()
+
+
+def as_0013_kept(document: bytes) -> bytes:
+    """A document as 0013's storage kept it: with a U+0000 (JSON's escape of it in its
+    text), which JSONB cannot hold, as a JSON array of one string, its JSON text."""
+    return encode((document.decode(),)) if b"\\u0000" in document else document
+
+
+async def test_a_database_at_0013_upgrades_with_its_documents_whole(database: str) -> None:
+    """0014 makes the documents bytes on PostgreSQL; one 0013 kept wrapped reads back as
+    it was, as does a plain one, on both databases."""
+    nul = "nul:\x00."
+    said = [Message("user", "Paris?"), Message("assistant", nul)]
+    run = Run(
+        run_id="r1",
+        session_id="s1",
+        agent_id="travel-agent",
+        status=RunStatus.COMPLETED,
+        input="Paris?",
+        content=nul,
+        segments=[Segment("r1", 0)],
+        message_count=2,
+    )
+    born = births([Session("s1", "travel-agent")], [run], {"r1": said})
+    for row in born.runs + born.messages:
+        row["data"] = as_0013_kept(row["data"])
+    for row in born.runs:
+        row["state"] = as_0013_kept(row["state"])
+    kept = [row[c] for row in born.runs for c in ("data", "state")]
+    kept += [row["data"] for row in born.messages]
+    # the run's documents (its content) and the assistant's message wrapped, the user's not
+    assert [document.startswith(b"[") for document in kept] == [True, True, False, True]
+    storage = SqlStorage(database)
+    await migrate.upgrade(storage.engine, "0013")
+    await write_before_0014(
+        storage.engine, {"sessions": born.sessions, "runs": born.runs, "messages": born.messages}
+    )
+    await storage.close()
+
+    async with Runpoint(agents, database=database) as rp:  # opening upgrades to head
+        detail = await rp.get_run("r1", session_id="s1")
+        assert detail.messages == said
+        assert (detail.run.input, detail.run.content) == ("Paris?", nul)
+        assert detail.run.status is RunStatus.COMPLETED
+    storage = SqlStorage(database)
+    try:
+        assert await migrate.differences(storage.engine) == []  # BYTEA, as schema.py says
     finally:
         await storage.close()

@@ -1,6 +1,6 @@
 """U+0000 (NUL) in text runpoint must keep: a model's output, a tool's arguments and result,
-an error. PostgreSQL's JSONB holds no NUL; the run goes on, and the text reads back as it
-was, on both databases."""
+an error. A document holds JSON's escape of it, as bytes on both databases; the run goes
+on, and the text reads back as it was. (PostgreSQL's TEXT holds no NUL: see the last test.)"""
 
 from __future__ import annotations
 
