@@ -263,6 +263,35 @@ async def test_a_boundary_that_fails_among_others_fails_alone(storage: SqlStorag
     assert set(await storage.tool_records(started[0].run_id, ["call"])) == {"call"}
 
 
+async def test_a_boundary_bringing_a_stored_checkpoint_and_event_goes_with_its_group(
+    storage: SqlStorage,
+) -> None:
+    """The first checkpoint at an index stands, as the first event at a seq, when the
+    boundary that brings another goes with others: they all go in the one write."""
+    started = [(await build.started(storage, build.messages(1)))[1] for _ in range(3)]
+    taken = started[1]
+    first, stored = build.checkpoint(taken, 1), events(taken, 1, 1)
+    await build.append(storage, taken, [], first)
+    assert await storage.append_events(taken, stored)
+    writes = count_writes(storage)
+
+    marks = [build.checkpoint(run, 1, "end") for run in started]
+    ending = [msgspec.structs.replace(e, event="RunError") for e in stored]
+    saves = [
+        storage.save(run, [], mark, events=ending) for run, mark in zip(started, marks, strict=True)
+    ]
+    await asyncio.gather(*saves)
+
+    assert len(writes) == 1
+    kept = [[c.checkpoint_id for c in await storage.list_checkpoints(r.segments)] for r in started]
+    assert kept == [[marks[0].checkpoint_id], [first.checkpoint_id], [marks[2].checkpoint_id]]
+    assert await storage.read_events(taken, 0, 10) == stored
+    for run in started:
+        assert (await storage.get_run(run.run_id)).revision == run.revision  # type: ignore[union-attr]
+        if run is not taken:
+            assert [e.event for e in await storage.read_events(run, 0, 10)] == ["RunError"]
+
+
 async def test_births_that_come_together_share_a_write_and_fail_alone(
     storage: SqlStorage,
 ) -> None:
