@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
 from runpoint import hookimpl
 from runpoint.agent import Agent
+from runpoint.conformance import build
+from runpoint.conformance.events import events
 from runpoint.host import PluginHost
+from runpoint.plugins.sql.events import event_rows
+from runpoint.plugins.sql.store import SqlStorage
+from runpoint.recovery import Leases
 from runpoint.services import Runpoint
 from runpoint.tool_calls import SKIPPED
-from runpoint.types import Run, RunStatus
+from runpoint.types import Run, RunEvent, RunStatus
 from tests.kernel import crashing
 
 
@@ -90,6 +101,105 @@ async def test_a_run_that_keeps_dying_ends_in_error(
         resumed = await (await rp.continue_run(run_id)).result()
         assert resumed.status is RunStatus.COMPLETED
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]
+
+
+class Watched(SqlStorage):
+    """The SQL storage, telling when a boundary's write begins."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.saving = asyncio.Event()
+
+    async def save(self, *args: Any, **options: Any) -> None:
+        self.saving.set()
+        await super().save(*args, **options)
+
+
+@contextlib.asynccontextmanager
+async def appending(database: str, run: Run, event: RunEvent) -> AsyncIterator[None]:
+    """An append of `run`'s writer under way (its run's row locked at its revision, its
+    event inserted) from entry until exit, when it commits."""
+    [(seq, data)] = event_rows([event])
+    if database.startswith("sqlite"):
+        lite = sqlite3.connect(make_url(database).database or "", isolation_level=None)
+        lite.execute("BEGIN IMMEDIATE")  # SQLite's one write lock
+        lite.execute("INSERT INTO run_events VALUES (?, ?, ?)", (run.run_id, seq, data))
+        yield
+        lite.execute("COMMIT")
+        lite.close()
+        return
+    url = make_url(database).set(drivername="postgresql").render_as_string(False)
+    connection = await asyncpg.connect(url)
+    try:
+        async with connection.transaction():
+            locked = "SELECT 1 FROM runs WHERE run_id = $1 AND revision = $2 FOR SHARE"
+            assert await connection.fetchval(locked, run.run_id, run.revision) == 1
+            inserted = "INSERT INTO run_events VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+            await connection.execute(inserted, run.run_id, seq, data)
+            yield
+    finally:
+        await connection.close()
+
+
+async def until_waiting(database: str) -> None:
+    """Until a writer waits for a row lock (PostgreSQL; SQLite cannot tell)."""
+    if database.startswith("sqlite"):
+        return
+    url = make_url(database).set(drivername="postgresql").render_as_string(False)
+    connection = await asyncpg.connect(url)
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    try:
+        async with asyncio.timeout(10):
+            while not await connection.fetchval(waiting):  # noqa: ASYNC110 (polls the server)
+                await asyncio.sleep(0.01)
+    finally:
+        await connection.close()
+
+
+async def test_a_run_given_up_while_its_lost_writer_appends_ends_its_log_with_the_error(
+    database: str,
+) -> None:
+    """The writer of a run whose lease ran out may still be alive, an append of it under
+    way as the run is given up: its event stands, and the run's RunError comes after it."""
+    storage = Watched(database)
+    await storage.open()
+    try:
+        _, lost = await build.started(
+            storage, status=RunStatus.RUNNING, lease_owner="lost", lease_expires_at=1.0
+        )
+        assert await storage.append_events(lost, events(lost, 1, 2))
+        leases = Leases(storage, lease_seconds=0.3, max_recoveries=0)
+        given_up: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
+
+        async def claimed(run: Run) -> None:
+            given_up.set_result(run)
+
+        [writers] = events(lost, 3, 1)
+        async with appending(database, lost, writers):
+            watching = asyncio.create_task(leases.watch(lambda: (), {lost.agent_id}, claimed))
+            await storage.saving.wait()  # the lease watch writes what it read
+            await until_waiting(database)
+        try:
+            async with asyncio.timeout(10):
+                run = await given_up
+        finally:
+            watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watching
+        stored = await storage.get_run(lost.run_id)
+        log = await storage.read_events(lost, 0, 100)
+        # and the lost writer's later appends are refused
+        assert not await storage.append_events(lost, events(lost, 4, 1))
+    finally:
+        await storage.close()
+    assert run.status is RunStatus.ERROR and stored is not None
+    assert (stored.status, stored.error) == (RunStatus.ERROR, run.error)
+    assert [e.seq for e in log] == [1, 2, 3, 4]
+    assert log[2] == writers
+    assert (log[-1].event, log[-1].data["error"]) == ("RunError", run.error)
 
 
 gates: dict[str, asyncio.Event] = {}
