@@ -202,6 +202,34 @@ async def test_a_run_given_up_while_its_lost_writer_appends_ends_its_log_with_th
     assert (log[-1].event, log[-1].data["error"]) == ("RunError", run.error)
 
 
+async def test_a_run_resumed_while_its_lost_writer_appends_goes_on_after_its_event(
+    database: str, storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = tmp_path / "calls.txt"
+    monkeypatch.setenv("COUNTER", str(counter))
+    run_id = await crashing.kill(database, counter)
+    lost = await storage.get_run(run_id)
+    assert lost is not None
+    writers = RunEvent.of(lost, "RunContent", content="late")
+    writers.seq = await storage.last_event_seq(run_id) + 1
+    watched = Watched(database)
+    rp = Runpoint([crashing.agent], storage=watched, lease_seconds=0.5)
+    try:
+        async with appending(database, lost, writers):
+            await rp.open()
+            await watched.saving.wait()  # the lease watch claims the run
+            await until_waiting(database)
+        run = await until(rp, run_id, RunStatus.COMPLETED)
+    finally:
+        await rp.close()
+    log = await storage.read_events(lost, 0, 1000)
+    assert run.recoveries == 1
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert log[writers.seq - 1] == writers
+    assert log[writers.seq].event == "RunContinued"
+    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]
+
+
 gates: dict[str, asyncio.Event] = {}
 
 
