@@ -16,12 +16,9 @@ from sqlalchemy.engine import make_url
 
 from runpoint import hookimpl
 from runpoint.agent import Agent
-from runpoint.conformance import build
-from runpoint.conformance.events import events
 from runpoint.host import PluginHost
 from runpoint.plugins.sql.events import event_rows
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.recovery import Leases
 from runpoint.services import Runpoint
 from runpoint.tool_calls import SKIPPED
 from runpoint.types import Run, RunEvent, RunStatus
@@ -122,11 +119,13 @@ async def appending(database: str, run: Run, event: RunEvent) -> AsyncIterator[N
     [(seq, data)] = event_rows([event])
     if database.startswith("sqlite"):
         lite = sqlite3.connect(make_url(database).database or "", isolation_level=None)
-        lite.execute("BEGIN IMMEDIATE")  # SQLite's one write lock
-        lite.execute("INSERT INTO run_events VALUES (?, ?, ?)", (run.run_id, seq, data))
-        yield
-        lite.execute("COMMIT")
-        lite.close()
+        try:
+            lite.execute("BEGIN IMMEDIATE")  # SQLite's one write lock
+            lite.execute("INSERT INTO run_events VALUES (?, ?, ?)", (run.run_id, seq, data))
+            yield
+            lite.execute("COMMIT")
+        finally:
+            lite.close()
         return
     url = make_url(database).set(drivername="postgresql").render_as_string(False)
     connection = await asyncpg.connect(url)
@@ -159,75 +158,52 @@ async def until_waiting(database: str) -> None:
         await connection.close()
 
 
-async def test_a_run_given_up_while_its_lost_writer_appends_ends_its_log_with_the_error(
+@pytest.mark.parametrize(
+    ("max_recoveries", "ends", "then", "last"),
+    [
+        (0, RunStatus.ERROR, "RunError", "RunError"),  # given up
+        (1, RunStatus.COMPLETED, "RunContinued", "RunCompleted"),  # resumed
+    ],
+)
+async def test_a_run_claimed_while_its_lost_writer_appends_goes_on_after_its_event(
     database: str,
+    storage: SqlStorage,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    max_recoveries: int,
+    ends: RunStatus,
+    then: str,
+    last: str,
 ) -> None:
-    """The writer of a run whose lease ran out may still be alive, an append of it under
-    way as the run is given up: its event stands, and the run's RunError comes after it."""
-    storage = Watched(database)
-    await storage.open()
-    try:
-        _, lost = await build.started(
-            storage, status=RunStatus.RUNNING, lease_owner="lost", lease_expires_at=1.0
-        )
-        assert await storage.append_events(lost, events(lost, 1, 2))
-        leases = Leases(storage, lease_seconds=0.3, max_recoveries=0)
-        given_up: asyncio.Future[Run] = asyncio.get_running_loop().create_future()
-
-        async def claimed(run: Run) -> None:
-            given_up.set_result(run)
-
-        [writers] = events(lost, 3, 1)
-        async with appending(database, lost, writers):
-            watching = asyncio.create_task(leases.watch(lambda: (), {lost.agent_id}, claimed))
-            await storage.saving.wait()  # the lease watch writes what it read
-            await until_waiting(database)
-        try:
-            async with asyncio.timeout(10):
-                run = await given_up
-        finally:
-            watching.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watching
-        stored = await storage.get_run(lost.run_id)
-        log = await storage.read_events(lost, 0, 100)
-        # and the lost writer's later appends are refused
-        assert not await storage.append_events(lost, events(lost, 4, 1))
-    finally:
-        await storage.close()
-    assert run.status is RunStatus.ERROR and stored is not None
-    assert (stored.status, stored.error) == (RunStatus.ERROR, run.error)
-    assert [e.seq for e in log] == [1, 2, 3, 4]
-    assert log[2] == writers
-    assert (log[-1].event, log[-1].data["error"]) == ("RunError", run.error)
-
-
-async def test_a_run_resumed_while_its_lost_writer_appends_goes_on_after_its_event(
-    database: str, storage: SqlStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    counter = tmp_path / "calls.txt"
-    monkeypatch.setenv("COUNTER", str(counter))
-    run_id = await crashing.kill(database, counter)
+    """The process of a run whose lease ran out may still be alive (cut off, not dead),
+    an append of it under way as another claims the run: its event stands, and the run
+    goes on after it, resumed or given up."""
+    monkeypatch.setenv("COUNTER", str(tmp_path / "calls.txt"))
+    run_id = await crashing.kill(database, tmp_path / "calls.txt")
     lost = await storage.get_run(run_id)
     assert lost is not None
     writers = RunEvent.of(lost, "RunContent", content="late")
     writers.seq = await storage.last_event_seq(run_id) + 1
     watched = Watched(database)
-    rp = Runpoint([crashing.agent], storage=watched, lease_seconds=0.5)
+    options = {"lease_seconds": 0.5, "max_recoveries": max_recoveries}
+    rp = Runpoint([crashing.agent], storage=watched, **options)  # type: ignore[arg-type]
     try:
         async with appending(database, lost, writers):
             await rp.open()
-            await watched.saving.wait()  # the lease watch claims the run
+            await watched.saving.wait()  # the lease watch claims the run, from what it read
             await until_waiting(database)
-        run = await until(rp, run_id, RunStatus.COMPLETED)
+        run = await until(rp, run_id, ends)
     finally:
         await rp.close()
     log = await storage.read_events(lost, 0, 1000)
-    assert run.recoveries == 1
     assert [e.seq for e in log] == list(range(1, len(log) + 1))
     assert log[writers.seq - 1] == writers
-    assert log[writers.seq].event == "RunContinued"
-    assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]
+    assert [e.event for e in log[writers.seq : writers.seq + 1]] == [then]
+    assert (log[-1].event, log[-1].data.get("error")) == (last, run.error)
+    # the lost process's later appends are refused
+    later = RunEvent.of(lost, "RunContent", content="later")
+    later.seq = writers.seq + 1
+    assert not await storage.append_events(lost, [later])
 
 
 gates: dict[str, asyncio.Event] = {}
