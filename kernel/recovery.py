@@ -108,25 +108,34 @@ class Leases:
                 log.exception("lease watch failed; retrying")
 
     async def _recover(self, run: Run, claimed: Callable[[Run], Awaitable[object]]) -> None:
-        ending: list[RunEvent] = []
-        if run.recoveries >= self.max_recoveries:
-            run.status = RunStatus.ERROR
-            run.error = (
-                f"the run's process was lost {run.recoveries + 1} times; "
-                f"it was resumed {run.recoveries} times and is not resumed again"
-            )
-            # its stream ends as any run's that failed, with the reason
-            error = RunEvent.of(run, "RunError", error=run.error, usage=run.usage)
-            error.seq = await self.storage.last_event_seq(run.run_id) + 1
-            ending.append(error)
-        else:
+        giving_up = run.recoveries >= self.max_recoveries
+        if not giving_up:
             run.recoveries += 1
             run.status = RunStatus.RUNNING  # a PENDING run never got going: start it
         self.stamp(run)
         try:
-            await self.storage.save(run, [], None, events=ending)  # the claim: one process wins
+            await self.storage.save(run, [], None)  # the claim: one process wins
+            # ended only once claimed (if this process dies between, the next sweep ends it)
+            if giving_up:
+                await self._give_up(run)
         except Conflict:
             return
         if run.status is RunStatus.RUNNING:
             log.info("resuming run %s after its process was lost", run.run_id)
         await claimed(run)
+
+    async def _give_up(self, run: Run) -> None:
+        """End a run claimed from its lost process with the reason. Its log ends where it
+        is read now: the claim waited for an append of that process under way, and refuses
+        its later ones (a RunError given a seq read before the claim could lose that seq to
+        such an append, whose event would stand)."""
+        run.status = RunStatus.ERROR
+        run.error = (
+            f"the run's process was lost {run.recoveries + 1} times; "
+            f"it was resumed {run.recoveries} times and is not resumed again"
+        )
+        # its stream ends as any run's that failed, with the reason
+        error = RunEvent.of(run, "RunError", error=run.error, usage=run.usage)
+        error.seq = await self.storage.last_event_seq(run.run_id) + 1
+        self.stamp(run)
+        await self.storage.save(run, [], None, events=[error])

@@ -3,17 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
+from sqlalchemy.engine import make_url
 
 from runpoint import hookimpl
 from runpoint.agent import Agent
 from runpoint.host import PluginHost
+from runpoint.plugins.sql.events import event_rows
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.tool_calls import SKIPPED
-from runpoint.types import Run, RunStatus
+from runpoint.types import Run, RunEvent, RunStatus
 from tests.kernel import crashing
 
 
@@ -90,6 +98,112 @@ async def test_a_run_that_keeps_dying_ends_in_error(
         resumed = await (await rp.continue_run(run_id)).result()
         assert resumed.status is RunStatus.COMPLETED
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]
+
+
+class Watched(SqlStorage):
+    """The SQL storage, telling when a boundary's write begins."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.saving = asyncio.Event()
+
+    async def save(self, *args: Any, **options: Any) -> None:
+        self.saving.set()
+        await super().save(*args, **options)
+
+
+@contextlib.asynccontextmanager
+async def appending(database: str, run: Run, event: RunEvent) -> AsyncIterator[None]:
+    """An append of `run`'s writer under way (its run's row locked at its revision, its
+    event inserted) from entry until exit, when it commits."""
+    [(seq, data)] = event_rows([event])
+    if database.startswith("sqlite"):
+        lite = sqlite3.connect(make_url(database).database or "", isolation_level=None)
+        try:
+            lite.execute("BEGIN IMMEDIATE")  # SQLite's one write lock
+            lite.execute("INSERT INTO run_events VALUES (?, ?, ?)", (run.run_id, seq, data))
+            yield
+            lite.execute("COMMIT")
+        finally:
+            lite.close()
+        return
+    url = make_url(database).set(drivername="postgresql").render_as_string(False)
+    connection = await asyncpg.connect(url)
+    try:
+        async with connection.transaction():
+            locked = "SELECT 1 FROM runs WHERE run_id = $1 AND revision = $2 FOR SHARE"
+            assert await connection.fetchval(locked, run.run_id, run.revision) == 1
+            inserted = "INSERT INTO run_events VALUES ($1, $2, $3) ON CONFLICT DO NOTHING"
+            await connection.execute(inserted, run.run_id, seq, data)
+            yield
+    finally:
+        await connection.close()
+
+
+async def until_waiting(database: str) -> None:
+    """Until a writer waits for a row lock (PostgreSQL; SQLite cannot tell)."""
+    if database.startswith("sqlite"):
+        return
+    url = make_url(database).set(drivername="postgresql").render_as_string(False)
+    connection = await asyncpg.connect(url)
+    waiting = (
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    )
+    try:
+        async with asyncio.timeout(10):
+            while not await connection.fetchval(waiting):  # noqa: ASYNC110 (polls the server)
+                await asyncio.sleep(0.01)
+    finally:
+        await connection.close()
+
+
+@pytest.mark.parametrize(
+    ("max_recoveries", "ends", "then", "last"),
+    [
+        (0, RunStatus.ERROR, "RunError", "RunError"),  # given up
+        (1, RunStatus.COMPLETED, "RunContinued", "RunCompleted"),  # resumed
+    ],
+)
+async def test_a_run_claimed_while_its_lost_writer_appends_goes_on_after_its_event(
+    database: str,
+    storage: SqlStorage,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    max_recoveries: int,
+    ends: RunStatus,
+    then: str,
+    last: str,
+) -> None:
+    """The process of a run whose lease ran out may still be alive (cut off, not dead),
+    an append of it under way as another claims the run: its event stands, and the run
+    goes on after it, resumed or given up."""
+    monkeypatch.setenv("COUNTER", str(tmp_path / "calls.txt"))
+    run_id = await crashing.kill(database, tmp_path / "calls.txt")
+    lost = await storage.get_run(run_id)
+    assert lost is not None
+    writers = RunEvent.of(lost, "RunContent", content="late")
+    writers.seq = await storage.last_event_seq(run_id) + 1
+    watched = Watched(database)
+    options = {"lease_seconds": 0.5, "max_recoveries": max_recoveries}
+    rp = Runpoint([crashing.agent], storage=watched, **options)  # type: ignore[arg-type]
+    try:
+        async with appending(database, lost, writers):
+            await rp.open()
+            await watched.saving.wait()  # the lease watch claims the run, from what it read
+            await until_waiting(database)
+        run = await until(rp, run_id, ends)
+    finally:
+        await rp.close()
+    log = await storage.read_events(lost, 0, 1000)
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert log[writers.seq - 1] == writers
+    assert [e.event for e in log[writers.seq : writers.seq + 1]] == [then]
+    assert (log[-1].event, log[-1].data.get("error")) == (last, run.error)
+    # the lost process's later appends are refused
+    later = RunEvent.of(lost, "RunContent", content="later")
+    later.seq = writers.seq + 1
+    assert not await storage.append_events(lost, [later])
 
 
 gates: dict[str, asyncio.Event] = {}
