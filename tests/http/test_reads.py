@@ -194,3 +194,33 @@ async def test_a_forks_transcript_documents_are_made_on_every_request(
         for p in (path, f"{path}/checkpoints/3"):
             assert (await client.get(p, params={"session_id": fork.session_id})).is_success
     assert counted.reads == 4
+
+
+async def test_kept_documents_follow_what_another_runpoint_does_to_the_run(
+    rp: Runpoint, client: httpx.AsyncClient, database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process on the same database cancels the run, then deletes its session:
+    this one's kept documents are not served past either."""
+    answer = await paused(client)
+    run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
+    path = f"/agents/booking-agent/runs/{run_id}"
+    paths = [path, f"{path}/checkpoints", f"{path}/checkpoints/1"]
+    counted = Counted(rp, monkeypatch, views=True)
+
+    async def read() -> list[httpx.Response]:
+        return [await client.get(p, params={"session_id": session_id}) for p in paths]
+
+    first = await read()
+    assert [r.content for r in await read()] == [r.content for r in first]
+    assert counted.reads == 2  # get-run and the snapshot, made once each
+    assert first[0].json()["status"] == "PAUSED"
+
+    async with Runpoint(agents, database=database) as elsewhere:
+        await elsewhere.cancel(run_id)
+        cancelled = await read()
+        assert [r.status_code for r in cancelled] == [200, 200, 200]
+        assert cancelled[0].json()["status"] == "CANCELLED"
+        assert counted.reads == 4  # both made again, for the run as it is now
+
+        await elsewhere.delete_session(session_id)
+        assert [r.status_code for r in await read()] == [404, 404, 404]
