@@ -82,10 +82,14 @@ class TemporaryServer:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
+def dsn(database: str) -> str:
+    """What asyncpg connects to for a database named by a SQLAlchemy URL."""
+    return make_url(database).set(drivername="postgresql").render_as_string(False)
+
+
 async def fetch_value(database: str, query: str) -> Any:
     """The one value a query reads from a database named by a SQLAlchemy URL."""
-    url = make_url(database).set(drivername="postgresql").render_as_string(False)
-    connection = await asyncpg.connect(url)
+    connection = await asyncpg.connect(dsn(database))
     try:
         return await connection.fetchval(query)
     finally:

@@ -22,6 +22,7 @@ from runpoint.plugins.sql.store import SqlStorage
 from runpoint.services import Runpoint
 from runpoint.tool_calls import SKIPPED
 from runpoint.types import Run, RunEvent, RunStatus
+from tests import postgres
 from tests.kernel import crashing
 
 
@@ -127,8 +128,7 @@ async def appending(database: str, run: Run, event: RunEvent) -> AsyncIterator[N
         finally:
             lite.close()
         return
-    url = make_url(database).set(drivername="postgresql").render_as_string(False)
-    connection = await asyncpg.connect(url)
+    connection = await asyncpg.connect(postgres.dsn(database))
     try:
         async with connection.transaction():
             locked = "SELECT 1 FROM runs WHERE run_id = $1 AND revision = $2 FOR SHARE"
@@ -144,8 +144,7 @@ async def until_waiting(database: str) -> None:
     """Until a writer waits for a row lock (PostgreSQL; SQLite cannot tell)."""
     if database.startswith("sqlite"):
         return
-    url = make_url(database).set(drivername="postgresql").render_as_string(False)
-    connection = await asyncpg.connect(url)
+    connection = await asyncpg.connect(postgres.dsn(database))
     waiting = (
         "SELECT count(*) FROM pg_stat_activity "
         "WHERE datname = current_database() AND wait_event_type = 'Lock'"
