@@ -14,7 +14,7 @@ from typing import Annotated
 import msgspec
 import yaml
 
-from runpoint.tenancy import READ, WRITE, Principal
+from runpoint.core.tenancy import READ, WRITE, Principal
 
 ASYMMETRIC = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512"]
 _ALL_SCOPES = [READ, WRITE]

@@ -24,7 +24,7 @@ def upgrade_database(db: str) -> None:
     """Bring the database's schema up to date (opening storage applies its migrations)."""
     import asyncio
 
-    from runpoint.host import PluginHost
+    from runpoint.seams.host import PluginHost
 
     async def upgrade() -> None:
         async with opened(PluginHost().storage(database_url(db)), db):
@@ -39,8 +39,8 @@ def lock_session(db: str, session_id: str, lock: bool) -> str:
     runs say; one whose process died needs no operator: the next request completes it)."""
     import asyncio
 
-    from runpoint.errors import RunpointError
-    from runpoint.host import PluginHost
+    from runpoint.core.errors import RunpointError
+    from runpoint.seams.host import PluginHost
 
     async def change() -> str:
         async with opened(PluginHost().storage(database_url(db)), db) as storage:
@@ -60,7 +60,7 @@ def lock_session(db: str, session_id: str, lock: bool) -> str:
 
 def list_plugins() -> str:
     """The loaded plugins: each one's distribution, hooks and the names it registers."""
-    from runpoint.host import PluginHost
+    from runpoint.seams.host import PluginHost
 
     lines = []
     for plugin in PluginHost().plugins():
@@ -100,7 +100,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from runpoint.errors import ConfigurationError
+    from runpoint.core.errors import ConfigurationError
 
     try:
         return run(args)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from runpoint import hookimpl
-from runpoint.types import Checkpoint, Message, Run, Timing
+from runpoint.core.types import Checkpoint, Message, Run, Timing
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-    from runpoint.services import Runpoint
+    from runpoint.facade import Runpoint
 
 # histogram buckets, in seconds: a model's turn takes seconds to minutes, a tool's
 # anything, a checkpoint write (one transaction) milliseconds

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 from runpoint import hookimpl
-from runpoint.types import Run, RunStatus
+from runpoint.core.types import Run, RunStatus
 
 log = logging.getLogger("runpoint.runs")
 

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from litestar.types import ASGIApp
 
     from runpoint.adapters.auth import Auth
-    from runpoint.agent import Agent
-    from runpoint.services import Runpoint
-    from runpoint.storage import Storage
+    from runpoint.facade import Runpoint
+    from runpoint.seams.agent import Agent
+    from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.serve")
 
@@ -202,8 +202,8 @@ def auth_from_env() -> Auth:
 def runpoint_from_env() -> Runpoint:
     from runpoint.adapters.run_log import RunLog
     from runpoint.adapters.telemetry import observers
-    from runpoint.host import PluginHost
-    from runpoint.services import Runpoint
+    from runpoint.facade import Runpoint
+    from runpoint.seams.host import PluginHost
 
     return Runpoint(
         load_agents(os.environ.get(APP.variable, APP.default)),
@@ -294,7 +294,7 @@ def warn_of_models(rp: Runpoint) -> None:
 
 def serve(args: argparse.Namespace) -> None:
     """Check every input, build the app once, then listen."""
-    from runpoint.errors import RunpointError
+    from runpoint.core.errors import RunpointError
 
     for option in (APP, DB, *LISTEN, LEASE, *ACCESS):  # for the app factory in workers
         if (value := getattr(args, option.dest)) is not None:

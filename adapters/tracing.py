@@ -14,8 +14,8 @@ from importlib.metadata import version
 from typing import TYPE_CHECKING, Any
 
 from runpoint import hookimpl
-from runpoint.errors import ConfigurationError
-from runpoint.types import Checkpoint, Message, Run, RunStatus, Timing
+from runpoint.core.errors import ConfigurationError
+from runpoint.core.types import Checkpoint, Message, Run, RunStatus, Timing
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider

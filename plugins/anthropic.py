@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from runpoint import hookimpl
-from runpoint.model import (
+from runpoint.plugins import vendor_messages as vm
+from runpoint.plugins.vendor_model import VendorModel, as_written
+from runpoint.seams.model import (
     Chunk,
     ModelProvider,
     ModelRequest,
@@ -21,8 +23,6 @@ from runpoint.model import (
     TextDelta,
     ToolCallDelta,
 )
-from runpoint.plugins import vendor_messages as vm
-from runpoint.plugins.vendor_model import VendorModel, as_written
 
 if TYPE_CHECKING:
     from anthropic import AsyncAnthropic

@@ -1,6 +1,6 @@
 """The demo agents `runpoint serve` runs by default, on the offline `scripted:demo` model."""
 
-from runpoint.agent import Agent, tool
+from runpoint.seams.agent import Agent, tool
 
 POPULATIONS = {"Paris": "2.1M", "Tokyo": "13.9M", "Lagos": "15.3M", "Kyoto": "1.5M"}
 FACTS = {

@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runpoint import hookimpl
-from runpoint.model import (
+from runpoint.plugins import vendor_messages as vm
+from runpoint.plugins.vendor_model import VendorModel, as_written, given
+from runpoint.seams.model import (
     Chunk,
     ModelProvider,
     ModelRequest,
@@ -20,8 +22,6 @@ from runpoint.model import (
     TextDelta,
     ToolCallDelta,
 )
-from runpoint.plugins import vendor_messages as vm
-from runpoint.plugins.vendor_model import VendorModel, as_written, given
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI

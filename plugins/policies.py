@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 
 from runpoint import hookimpl
-from runpoint.policy import Boundary, CheckpointPolicyFactory
+from runpoint.seams.policy import Boundary, CheckpointPolicyFactory
 
 
 class ToolBatchPolicy:

@@ -13,8 +13,8 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 
 from runpoint import hookimpl
-from runpoint.model import Chunk, Model, ModelProvider, ModelRequest, ModelResponse, TextDelta
-from runpoint.types import Message, ToolCall, Usage
+from runpoint.core.types import Message, ToolCall, Usage
+from runpoint.seams.model import Chunk, Model, ModelProvider, ModelRequest, ModelResponse, TextDelta
 
 TurnFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
 

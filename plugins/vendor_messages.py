@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
 
-from runpoint.model import ModelResponse, ToolSchema
-from runpoint.types import Message, ToolCall, Usage
+from runpoint.core.types import Message, ToolCall, Usage
+from runpoint.seams.model import ModelResponse, ToolSchema
 
 if TYPE_CHECKING:  # the SDKs' types only: importing an SDK takes seconds
     from anthropic.types import ContentBlockParam, MessageParam, ToolParam

@@ -18,9 +18,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
-from runpoint.errors import ConfigurationError, needs_extra
-from runpoint.model import Chunk, ModelRequest, ModelResponse, TextDelta
+from runpoint.core.errors import ConfigurationError, needs_extra
 from runpoint.plugins.vendor_messages import MalformedResponse
+from runpoint.seams.model import Chunk, ModelRequest, ModelResponse, TextDelta
 
 Client = TypeVar("Client")
 

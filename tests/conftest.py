@@ -21,8 +21,8 @@ import asyncpg
 import pytest
 from sqlalchemy.engine import make_url
 
-from runpoint.agent import Agent
-from runpoint.services import Runpoint
+from runpoint.facade import Runpoint
+from runpoint.seams.agent import Agent
 from tests import postgres
 from tests.directory_state import DirectoryState
 from tests.serving import serving

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runpoint import hookimpl
-from runpoint.session_state import SessionState
+from runpoint.seams.session_state import SessionState
 
 
 class DirectoryState:

@@ -23,9 +23,9 @@ from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
 from runpoint.adapters.telemetry import observers
 from runpoint.adapters.tracing import Tracing
-from runpoint.agent import Agent
-from runpoint.host import PluginHost
-from runpoint.services import Runpoint
+from runpoint.facade import Runpoint
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 
 from . import branches, inputs, reference, sessions, sse
 from .errors import EXCEPTION_HANDLERS, add_request_id

@@ -8,13 +8,12 @@ from typing import Any
 import msgspec
 from litestar import Response
 
-from runpoint.continuation import Branch
-from runpoint.services import Runpoint
+from runpoint.facade import Runpoint
+from runpoint.runs.continuation import Branch
 
-from . import diff_wire, wire
+from . import diff_wire, inputs, wire
 from .edit_requests import edit_requests
 from .handlers import Handler, Reply
-from .inputs import boundary
 
 
 async def get_agent_run_diff(
@@ -58,7 +57,7 @@ async def fan_out_agent_run(
         _branches(branches),
         session_id=session_id,
         agent_id=agent_id,
-        continue_from=boundary(continue_from),
+        continue_from=inputs.continue_from(continue_from),
         background=background,
         idempotency_key=idempotency_key,
     )

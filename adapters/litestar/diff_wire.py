@@ -1,11 +1,11 @@
-"""A diff's JSON shape (RunDiff in openapi.yaml), from `runpoint.diffs.Diff`."""
+"""A diff's JSON shape (RunDiff in openapi.yaml), from `runpoint.reads.diffs.Diff`."""
 
 from __future__ import annotations
 
 import msgspec
 
-from runpoint.diffs import Diff, Indexed, Side
-from runpoint.types import Message, MessageView, ToolExecution
+from runpoint.core.types import Message, MessageView, ToolExecution
+from runpoint.reads.diffs import Diff, Indexed, Side
 
 from . import wire
 
@@ -16,7 +16,7 @@ class DiffSideOut(msgspec.Struct):
     status: str
     message_index: int
     requested_message_index: int
-    metrics: wire.Metrics
+    metrics: wire.RunMetrics
 
 
 class IndexedMessageOut(msgspec.Struct):

@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 import msgspec
 
-from runpoint.types import Run
+from runpoint.core.types import Run
 
 BUDGET = 64 * 2**20
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runpoint.edits import EditRequest
+from runpoint.runs.edits import EditRequest
 
 from .json_fields import json_field
 

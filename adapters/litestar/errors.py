@@ -17,7 +17,7 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException
 from litestar.types import ExceptionHandlersMap, Message, Scope
 
-from runpoint.errors import (
+from runpoint.core.errors import (
     ConfigurationError,
     Conflict,
     Forbidden,

@@ -15,16 +15,15 @@ import msgspec
 from litestar import Response
 
 from runpoint.adapters.metrics import Metrics
-from runpoint.execution import RunHandle
-from runpoint.services import Runpoint
-from runpoint.types import Approve, Decision, Reject, Run
+from runpoint.core.types import Approve, Decision, Reject, Run
+from runpoint.facade import Runpoint
+from runpoint.runs.executor import RunHandle
 
-from . import sse, wire
+from . import inputs, sse, wire
 from .cursors import Cursors
 from .documents import Documents, Key
 from .edit_requests import edit_requests
 from .errors import HttpError
-from .inputs import boundary
 from .json_fields import decoded, holds_nul
 from .session_wire import SessionWire
 
@@ -239,7 +238,7 @@ async def continue_agent_run(
         run_id,
         session_id=session_id,
         agent_id=agent_id,
-        continue_from=boundary(continue_from),
+        continue_from=inputs.continue_from(continue_from),
         input=input,
         fork=fork,
         regenerate=regenerate,

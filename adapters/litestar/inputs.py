@@ -11,7 +11,7 @@ from urllib.parse import parse_qsl
 import msgspec
 from litestar import Request
 
-from runpoint.boundaries import ContinueFrom
+from runpoint.reads.continue_points import ContinueFrom
 
 from . import json_depth
 from .errors import HttpError
@@ -73,7 +73,7 @@ def integer(text: str) -> int | None:
         return None
 
 
-def boundary(value: str | int) -> ContinueFrom:
+def continue_from(value: str | int) -> ContinueFrom:
     """`continue_from` as the services take it: "end", "last_user" or a message index,
     which a form sends as text."""
     if isinstance(value, int):

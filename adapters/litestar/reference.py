@@ -20,7 +20,7 @@ from litestar.params import FromPath
 from litestar.response import File, Redirect
 from swagger_ui_bundle import swagger_ui_path
 
-from runpoint.services import Runpoint
+from runpoint.facade import Runpoint
 
 from .handlers import Handler, Reply
 from .security import PUBLIC

@@ -22,8 +22,8 @@ from litestar.middleware import ASGIMiddleware
 from litestar.middleware.rate_limit import DURATION_VALUES, DurationUnit, RateLimitConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from runpoint import tenancy
 from runpoint.adapters.auth import Auth, Unauthenticated
+from runpoint.core import tenancy
 
 # a route's opt key: anyone may call it (the document's `security: []`, and the console)
 PUBLIC = "public"

@@ -8,7 +8,7 @@ import datetime
 
 import msgspec
 
-from runpoint.types import Session, SessionCheckpoint
+from runpoint.core.types import Session, SessionCheckpoint
 
 from .cursors import Cursors
 from .errors import HttpError

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from litestar import Response
 
-from runpoint.services import Runpoint
-from runpoint.types import Session
+from runpoint.core.types import Session
+from runpoint.facade import Runpoint
 
 from . import wire
 from .errors import HttpError

@@ -1,6 +1,6 @@
 """A run's events as Server-Sent Events, in Agno's format: `event: <Name>` and one line of
 compact JSON holding the common fields with the event's own fields beside them, after an
-`id:` line, the event's place in its run's event log (see runpoint.streams), which a client
+`id:` line, the event's place in its run's event log (see runpoint.reads.streams), which a client
 that lost its stream sends back to resume it. A stream opens with `retry:` and, whenever it
 has been quiet for a while, sends a comment: proxies that close idle connections leave it
 open, and the client learns early that a silent connection is dead.
@@ -19,7 +19,7 @@ from typing import Any, Literal
 import msgspec
 from litestar.response import Stream
 
-from runpoint.types import RunEvent, Usage
+from runpoint.core.types import RunEvent, Usage
 
 from .wire import encode, metrics
 

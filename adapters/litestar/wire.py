@@ -11,9 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from runpoint.agent import Agent
-from runpoint.queries import RunDetail, Snapshot
-from runpoint.types import (
+from runpoint.core.types import (
     Checkpoint,
     Edit,
     MessageView,
@@ -23,6 +21,8 @@ from runpoint.types import (
     ToolExecutionOf,
     Usage,
 )
+from runpoint.reads.queries import RunDetail, Snapshot
+from runpoint.seams.agent import Agent
 
 encode = msgspec.json.Encoder().encode
 
@@ -31,7 +31,7 @@ encode = msgspec.json.Encoder().encode
 # hold no reference back), so reading one leaves nothing for it to walk.
 
 
-class Metrics(msgspec.Struct, gc=False):
+class RunMetrics(msgspec.Struct, gc=False):
     input_tokens: int
     output_tokens: int
     total_tokens: int
@@ -58,7 +58,7 @@ class MessageOut(msgspec.Struct, omit_defaults=True, gc=False):
     content: str | None = None
     model: str | None = None
     tool_calls: list[ToolCallOut] | None = None
-    metrics: Metrics | None = None
+    metrics: RunMetrics | None = None
     tool_call_id: str | None = None
     tool_name: str | None = None
     tool_args: msgspec.Raw | None = None  # as stored: encoded as it is
@@ -100,7 +100,7 @@ class RunOut(msgspec.Struct):
     created_at: int
     updated_at: int
     message_count: int
-    metrics: Metrics
+    metrics: RunMetrics
     messages: list[MessageOut] | None
     # the kernel's, encoded as they are: their fields are the wire's, arguments as stored
     tools: list[ToolExecutionOf[msgspec.Raw]] | None
@@ -224,10 +224,10 @@ class ConfigOut(msgspec.Struct):
     interfaces: list[Any] = msgspec.field(default_factory=list)
 
 
-def metrics(usage: Usage | None, duration: float | None = None) -> Metrics:
+def metrics(usage: Usage | None, duration: float | None = None) -> RunMetrics:
     usage = usage or Usage()
     total = usage.input_tokens + usage.output_tokens
-    return Metrics(usage.input_tokens, usage.output_tokens, total, duration)
+    return RunMetrics(usage.input_tokens, usage.output_tokens, total, duration)
 
 
 def provider(model_name: str | None) -> str | None:

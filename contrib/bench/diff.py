@@ -27,12 +27,12 @@ from pathlib import Path
 from databases import NewDatabase, databases
 from storage import median_seconds
 
-from runpoint.agent import Agent, tool
-from runpoint.continuation import Branch
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import Message, Run, RunStatus, Segment, Session, ToolCall
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
-from runpoint.services import Runpoint
-from runpoint.types import Message, Run, RunStatus, Segment, Session, ToolCall
+from runpoint.runs.continuation import Branch
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import ModelRequest, ModelResponse
 
 FAN_OUT = 8
 

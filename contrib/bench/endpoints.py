@@ -28,11 +28,11 @@ from pathlib import Path
 
 import httpx
 
-from runpoint.agent import Agent, tool
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import ToolCall
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id
-from runpoint.services import Runpoint
-from runpoint.types import ToolCall
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import ModelRequest, ModelResponse
 
 AGENT_ID = "travel-agent"  # an agent the default `runpoint serve` knows
 # tool calls per batch: 1 user + 4 x (assistant + calls) + 1 answer messages in all

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.providers
-from runpoint.agent import Agent, tool
-from runpoint.execution import RunHandle
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
+from runpoint.runs.executor import RunHandle
+from runpoint.seams.agent import Agent, tool
 from tests.providers import wire
 from tests.providers.loopback import Reply, Request
 

@@ -30,9 +30,9 @@ from pathlib import Path
 from databases import databases
 
 from runpoint import hookimpl
-from runpoint.host import PluginHost
-from runpoint.services import Runpoint
-from runpoint.types import Run, RunStatus
+from runpoint.core.types import Run, RunStatus
+from runpoint.facade import Runpoint
+from runpoint.seams.host import PluginHost
 from tests.faults.app import agents, booked
 
 CITIES = "Paris Tokyo Lagos Kyoto Lima Cairo"

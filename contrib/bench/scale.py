@@ -46,10 +46,7 @@ import providers
 from databases import databases
 from statements import Statements
 
-from runpoint.agent import Agent, tool
-from runpoint.plugins.sql.store import SqlStorage
-from runpoint.services import Runpoint
-from runpoint.types import (
+from runpoint.core.types import (
     Checkpoint,
     KeyAnswer,
     Message,
@@ -59,6 +56,9 @@ from runpoint.types import (
     Session,
     new_id,
 )
+from runpoint.facade import Runpoint
+from runpoint.plugins.sql.store import SqlStorage
+from runpoint.seams.agent import Agent, tool
 
 QUESTION = "Paris, Tokyo and Lagos"
 MODELS = ["scripted", *providers.PROVIDERS]

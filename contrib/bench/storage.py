@@ -38,13 +38,13 @@ from documents import WrittenDocuments, stored_bytes
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
-from runpoint.agent import Agent, tool
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import ToolCall
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql.schema import run_events
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.services import Runpoint
-from runpoint.types import ToolCall
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import ModelRequest, ModelResponse
 
 SIZES = (10, 100, 1_000, 10_000)
 BATCHES = 4

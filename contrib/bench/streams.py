@@ -31,11 +31,11 @@ from urllib.parse import urlsplit
 import httpx
 from databases import NewDatabase, run_on_databases
 
-from runpoint.agent import Agent
-from runpoint.model import Chunk, ModelRequest, ModelResponse, TextDelta
+from runpoint.core.types import Run, RunEvent
+from runpoint.facade import Runpoint
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.services import Runpoint
-from runpoint.types import Run, RunEvent
+from runpoint.seams.agent import Agent
+from runpoint.seams.model import Chunk, ModelRequest, ModelResponse, TextDelta
 
 DELTAS = 200  # per run
 DELTA_SECONDS = 0.01  # between deltas: 100 tokens a second

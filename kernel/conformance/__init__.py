@@ -1,4 +1,4 @@
-"""The storage conformance suite: what every `runpoint.storage.Storage` backend must do.
+"""The storage conformance suite: what every `runpoint.seams.storage.Storage` backend must do.
 
 Each check is an async function, tagged with the capability it is about, that takes
 fresh backends from a factory. A backend must have every required capability, and may

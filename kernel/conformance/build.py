@@ -8,8 +8,7 @@ from typing import Any
 
 import msgspec
 
-from runpoint.storage import Storage
-from runpoint.types import (
+from runpoint.core.types import (
     Checkpoint,
     Lease,
     Message,
@@ -23,6 +22,7 @@ from runpoint.types import (
     Usage,
     now,
 )
+from runpoint.seams.storage import Storage
 
 
 def fresh(kind: str) -> str:

@@ -9,9 +9,9 @@ import msgspec
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
-from runpoint.errors import Conflict
-from runpoint.storage import Storage
-from runpoint.types import Run, RunEvent
+from runpoint.core.errors import Conflict
+from runpoint.core.types import Run, RunEvent
+from runpoint.seams.storage import Storage
 
 EVENTS = Capability.EVENTS
 

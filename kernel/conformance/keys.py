@@ -9,9 +9,9 @@ from collections.abc import Awaitable, Callable
 from runpoint.conformance import build
 from runpoint.conformance.sessions import refused
 from runpoint.conformance.suite import Capability, check
-from runpoint.errors import ClaimLost
-from runpoint.storage import Storage
-from runpoint.types import KeyAnswer, KeyClaim, now
+from runpoint.core.errors import ClaimLost
+from runpoint.core.types import KeyAnswer, KeyClaim, now
+from runpoint.seams.storage import Storage
 
 IDEMPOTENCY = Capability.IDEMPOTENCY
 LIVE, RAN_OUT = 60.0, -1.0  # a claim's term from now

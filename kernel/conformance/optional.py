@@ -8,9 +8,8 @@ import msgspec
 from runpoint.conformance import build
 from runpoint.conformance.keys import by, claim
 from runpoint.conformance.suite import Capability, check
-from runpoint.errors import Conflict
-from runpoint.storage import Storage
-from runpoint.types import (
+from runpoint.core.errors import Conflict
+from runpoint.core.types import (
     Message,
     RunStatus,
     SessionCapture,
@@ -18,6 +17,7 @@ from runpoint.types import (
     ToolCall,
     now,
 )
+from runpoint.seams.storage import Storage
 
 PROCESSES, NUL = Capability.PROCESSES, Capability.NUL
 

@@ -9,9 +9,9 @@ import msgspec
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
-from runpoint.errors import Conflict, Locked
-from runpoint.storage import Storage
-from runpoint.types import Message, RunStatus, Segment, Usage, now
+from runpoint.core.errors import Conflict, Locked
+from runpoint.core.types import Message, RunStatus, Segment, Usage, now
+from runpoint.seams.storage import Storage
 
 RUNS, LEASES, TOOL_RECORDS = Capability.RUNS, Capability.LEASES, Capability.TOOL_RECORDS
 

@@ -7,8 +7,8 @@ import msgspec
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
-from runpoint.storage import Storage
-from runpoint.types import Lease, SessionCapture, SessionCheckpointStatus, now
+from runpoint.core.types import Lease, SessionCapture, SessionCheckpointStatus, now
+from runpoint.seams.storage import Storage
 
 SESSION_CHECKPOINTS = Capability.SESSION_CHECKPOINTS
 READY, FAILED = SessionCheckpointStatus.READY, SessionCheckpointStatus.FAILED

@@ -10,9 +10,9 @@ import msgspec
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
-from runpoint.errors import Conflict, Locked
-from runpoint.storage import Storage
-from runpoint.types import Lease, Rollback, RunStatus, now
+from runpoint.core.errors import Conflict, Locked
+from runpoint.core.types import Lease, Rollback, RunStatus, now
+from runpoint.seams.storage import Storage
 
 SESSIONS, LOCKS, ROLLBACK = Capability.SESSIONS, Capability.LOCKS, Capability.ROLLBACK
 

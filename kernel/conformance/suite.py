@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runpoint.storage import Storage
+from runpoint.seams.storage import Storage
 
 # Builds a new, unopened backend. Backends it builds may share their data (each check
 # uses fresh ids); for the `processes` capability they must.

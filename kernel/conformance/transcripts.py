@@ -7,8 +7,8 @@ import msgspec
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
-from runpoint.storage import Storage
-from runpoint.types import Message, Segment
+from runpoint.core.types import Message, Segment
+from runpoint.seams.storage import Storage
 
 TRANSCRIPTS, CHECKPOINTS = Capability.TRANSCRIPTS, Capability.CHECKPOINTS
 

@@ -8,17 +8,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runpoint import hookimpl
-from runpoint.plugins.memory.events import Events
-from runpoint.plugins.memory.keys import Keys
-from runpoint.plugins.memory.runs import Runs
-from runpoint.plugins.memory.sessions import Sessions
-from runpoint.plugins.memory.transcripts import Transcripts
-from runpoint.storage import StorageFactory
+from runpoint.plugins.memory.events import MemoryEvents
+from runpoint.plugins.memory.keys import MemoryKeys
+from runpoint.plugins.memory.runs import MemoryRuns
+from runpoint.plugins.memory.sessions import MemorySessions
+from runpoint.plugins.memory.transcripts import MemoryTranscripts
+from runpoint.seams.storage import StorageFactory
 
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(Sessions, Runs, Transcripts, Events, Keys):
+class MemoryStorage(MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
+from runpoint.core.types import Run, RunEvent
 from runpoint.plugins.memory.tables import Tables, copy
-from runpoint.types import Run, RunEvent
 
 
-class Events(Tables):
+class MemoryEvents(Tables):
     async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
         stored = self._runs.get(run.run_id)
         if stored is None or stored.revision != run.revision:

@@ -3,11 +3,11 @@ with its answer once known; and secrets: the first one stored under a name stand
 
 from __future__ import annotations
 
+from runpoint.core.types import KeyClaim, now
 from runpoint.plugins.memory.tables import KeyRow, Tables
-from runpoint.types import KeyClaim, now
 
 
-class Keys(Tables):
+class MemoryKeys(Tables):
     async def claim_key(
         self, claim: KeyClaim, fingerprint: str, until: float
     ) -> tuple[str, str | None] | None:

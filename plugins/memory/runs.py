@@ -6,11 +6,11 @@ from collections.abc import Collection, Mapping, Sequence
 
 import msgspec
 
+from runpoint.core.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
 from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
-from runpoint.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
 
 
-class Runs(Tables):
+class MemoryRuns(Tables):
     async def create_runs(
         self,
         runs: Sequence[Run],

@@ -7,9 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import msgspec
 
-from runpoint.errors import Conflict
-from runpoint.plugins.memory.tables import SessionCheckpointRow, Tables, copy
-from runpoint.types import (
+from runpoint.core.errors import Conflict
+from runpoint.core.types import (
     KeyAnswer,
     Message,
     Rollback,
@@ -19,9 +18,10 @@ from runpoint.types import (
     SessionCheckpoint,
     SessionCheckpointStatus,
 )
+from runpoint.plugins.memory.tables import SessionCheckpointRow, Tables, copy
 
 
-class Sessions(Tables):
+class MemorySessions(Tables):
     async def create_sessions(
         self,
         sessions: Sequence[Session],

@@ -14,9 +14,9 @@ from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 
-from runpoint import transcript
-from runpoint.errors import ClaimLost, Conflict, Locked
-from runpoint.types import (
+from runpoint.core import transcript
+from runpoint.core.errors import ClaimLost, Conflict, Locked
+from runpoint.core.types import (
     Checkpoint,
     KeyAnswer,
     KeyClaim,
@@ -104,7 +104,7 @@ class Tables:
         intents: Sequence[str] = (),
         events: Sequence[RunEvent] = (),
     ) -> None:
-        """A boundary, as `save` writes it (see `runpoint.storage.Storage.save`)."""
+        """A boundary, as `save` writes it (see `runpoint.seams.storage.Storage.save`)."""
         stored = self._runs.get(run.run_id)
         session = self._sessions.get(run.session_id)
         if stored is None or session is None or stored.revision != run.revision:

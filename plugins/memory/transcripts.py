@@ -6,11 +6,11 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import msgspec
 
+from runpoint.core.types import Checkpoint, Message, MessageView, Role, Segment
 from runpoint.plugins.memory.tables import T, Tables, copy
-from runpoint.types import Checkpoint, Message, MessageView, Role, Segment
 
 
-class Transcripts(Tables):
+class MemoryTranscripts(Tables):
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0
     ) -> list[Message]:

@@ -12,13 +12,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from runpoint import hookimpl
-from runpoint.errors import needs_extra
-from runpoint.runqueue import RunQueueFactory
-from runpoint.storage import StorageFactory
+from runpoint.core.errors import needs_extra
+from runpoint.seams.runqueue import RunQueueFactory
+from runpoint.seams.storage import StorageFactory
 
 if TYPE_CHECKING:
-    from runpoint.runqueue import RunQueue
-    from runpoint.storage import Storage
+    from runpoint.seams.runqueue import RunQueue
+    from runpoint.seams.storage import Storage
 
 
 def sql_storage(url: str) -> Storage:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from runpoint.types import Run
+from runpoint.core.types import Run
 
 
 class Append(NamedTuple):

@@ -1,6 +1,6 @@
 """New sessions with the runs they start and the runs' input, written in one go: every row
 as it would stand had the runs been inserted and their input then saved (see
-`Database.write_boundary`): each input takes the next places of its session's event log,
+`Database.write_save`): each input takes the next places of its session's event log,
 one per message and one for the boundary, and bumps its run's revision. Nobody writes to
 a session before it exists, so its cursor is known here and nothing needs reading."""
 
@@ -11,9 +11,9 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from runpoint.core.types import Message, Run, Session
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.run_rows import run_row
-from runpoint.types import Message, Run, Session
 
 
 class Births(NamedTuple):

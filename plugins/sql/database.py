@@ -13,19 +13,19 @@ from sqlalchemy import Insert, Select, Table, insert
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from runpoint.group_commit import GroupCommit
+from runpoint.core.group_commit import GroupCommit
+from runpoint.core.types import Run
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import compiled
 from runpoint.plugins.sql.schema import messages, runs, sessions
-from runpoint.types import Run
 
 # an open segment's end, and a page token's largest value: the largest INTEGER both store
 NO_END = 2**31 - 1
 
 
-class Boundary(NamedTuple):
+class Save(NamedTuple):
     """What one `save` writes, encoded: the run's state, its new messages (index, role,
     document), its checkpoint (index, document), the side-effecting calls about to run and
     its events (seq, document)."""
@@ -88,10 +88,10 @@ class Database(abc.ABC):
             if rows:
                 await conn.execute(insert(table), rows)
 
-    async def save_boundary(self, boundary: Boundary) -> bool | None:
-        """`write_boundary` in a write of its own."""
+    async def save(self, written: Save) -> bool | None:
+        """`write_save` in a write of its own."""
         async with self.single_write() as conn:
-            return await self.write_boundary(conn, boundary)
+            return await self.write_save(conn, written)
 
     async def save_births(self, births: Births) -> None:
         """`insert_births` in a write of its own."""
@@ -99,9 +99,9 @@ class Database(abc.ABC):
             await self.insert_births(conn, births)
 
     @abc.abstractmethod
-    async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
+    async def write_save(self, conn: AsyncConnection, written: Save) -> bool | None:
         """Write a boundary (see `Storage.save`) if the run's revision is still the one on
-        `boundary.run`: the run's `cancel_requested` then, or None (nothing written).
+        `written.run`: the run's `cancel_requested` then, or None (nothing written).
 
         The boundary takes the next places of its session's event log: one per message,
         then one for itself (its status change, and its checkpoint if any). The cursor is

@@ -11,10 +11,10 @@ from typing import Any
 import msgspec
 from sqlalchemy import bindparam, func, select
 
+from runpoint.core.types import Run, RunEvent
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import run_events
-from runpoint.types import Run, RunEvent
 
 
 class Stored(msgspec.Struct, array_like=True):

@@ -7,11 +7,11 @@ import msgspec
 from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint.errors import ClaimLost
+from runpoint.core.errors import ClaimLost
+from runpoint.core.types import KeyAnswer, KeyClaim, now
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import idempotency_keys as keys
-from runpoint.types import KeyAnswer, KeyClaim, now
 
 _decode_answer = msgspec.json.Decoder(str).decode
 

@@ -7,11 +7,11 @@ from collections.abc import Collection
 
 from sqlalchemy import Select, bindparam, or_, select, update
 
+from runpoint.core.types import Run
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.locks import IN_FLIGHT
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs
 from runpoint.plugins.sql.schema import RUNS_IN_FLIGHT, runs, sessions
-from runpoint.types import Run
 
 # how many expired runs one call returns: the lease watch polls again for more
 _BATCH = 20

@@ -5,10 +5,10 @@ from __future__ import annotations
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint.errors import Conflict, Locked
+from runpoint.core.errors import Conflict, Locked
+from runpoint.core.types import RunStatus
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import runs, sessions
-from runpoint.types import RunStatus
 
 IN_FLIGHT = (RunStatus.PENDING.value, RunStatus.RUNNING.value)
 

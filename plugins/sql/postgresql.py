@@ -35,11 +35,12 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint.group_commit import GroupCommit
+from runpoint.core.group_commit import GroupCommit
+from runpoint.core.types import now
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import Compiled
-from runpoint.plugins.sql.database import Boundary, Database
+from runpoint.plugins.sql.database import Database, Save
 from runpoint.plugins.sql.readers import Readers
 from runpoint.plugins.sql.schema import (
     PARTIAL_INDEXES,
@@ -50,7 +51,6 @@ from runpoint.plugins.sql.schema import (
     sessions,
     tool_calls,
 )
-from runpoint.types import now
 
 # each partial index has the condition on PostgreSQL that schema.py gives it on SQLite
 for _index in PARTIAL_INDEXES:
@@ -94,7 +94,7 @@ class PostgreSQL(Database):
         self._connect_args = {k: v for k, v in connect_args.items() if k not in _DIALECTS_OWN}
         self._readers = Readers(self._dsn, self._connect_args)
         self._saves: dict[_Parts, Compiled] = {}
-        self._boundaries = GroupCommit(self._save_boundaries)
+        self._grouped = GroupCommit(self._save_group)
         self._born = GroupCommit(self._save_births)
         self._append_events = Compiled.of(_append_events(), self.dialect)
         self._births: dict[_Shape, Compiled] = {}
@@ -161,15 +161,15 @@ class PostgreSQL(Database):
         await self.insert_births(conn, together)
         return [None] * len(group)
 
-    async def save_boundary(self, boundary: Boundary) -> bool | None:
-        return await self._boundaries.submit(boundary)
+    async def save(self, written: Save) -> bool | None:
+        return await self._grouped.submit(written)
 
-    async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
-        (cancel_requested,) = await self._write_boundaries(conn, [boundary])
+    async def write_save(self, conn: AsyncConnection, written: Save) -> bool | None:
+        (cancel_requested,) = await self._write_saves(conn, [written])
         return cancel_requested
 
-    async def _save_boundaries(self, group: Sequence[Boundary]) -> list[bool | Exception | None]:
-        return await self._together(group, self._write_boundaries)
+    async def _save_group(self, group: Sequence[Save]) -> list[bool | Exception | None]:
+        return await self._together(group, self._write_saves)
 
     async def _together(
         self,
@@ -194,24 +194,22 @@ class PostgreSQL(Database):
                 answers.append(error)
         return answers
 
-    async def _write_boundaries(
-        self, conn: AsyncConnection, group: Sequence[Boundary]
-    ) -> list[bool | None]:
+    async def _write_saves(self, conn: AsyncConnection, group: Sequence[Save]) -> list[bool | None]:
         """The boundaries in one statement (one round trip, atomic without BEGIN), each
         written only if its run's revision is the one it has: each one's run's
         `cancel_requested`, or None (nothing of it written)."""
         values: dict[str, Any] = {"started_at": now()}
         for name in _BOUNDARY_COLUMNS + _ROW_COLUMNS:
             values[name] = []
-        for n, boundary in enumerate(group, 1):
-            run, rows, mark = boundary.run, boundary.messages, boundary.checkpoint
+        for n, written in enumerate(group, 1):
+            run, rows, mark = written.run, written.messages, written.checkpoint
             columns = (
                 run.run_id,
                 run.revision,
                 run.session_id,
                 len(rows) + 1,
                 run.status.value,
-                boundary.state,
+                written.state,
                 run.lease_owner,
                 run.lease_expires_at,
                 run.recoveries,
@@ -220,21 +218,21 @@ class PostgreSQL(Database):
                 values[name].append(value)
             # each message's place counted back from its boundary's, which is the last
             for place, (index, role, data) in zip(range(len(rows), 0, -1), rows, strict=True):
-                _append(values, message_boundaries=n, message_indexes=index, roles=role)
+                _append(values, message_saves=n, message_indexes=index, roles=role)
                 _append(values, documents=data, message_places_before=place)
             if mark is not None:
-                _append(values, checkpoint_boundaries=n, checkpoint_indexes=mark[0])
+                _append(values, checkpoint_saves=n, checkpoint_indexes=mark[0])
                 _append(values, checkpoint_documents=mark[1])
-            for intent in boundary.intents:
-                _append(values, intent_boundaries=n, intents=intent)
-            for seq, data in boundary.events:
-                _append(values, event_boundaries=n, event_seqs=seq, event_documents=data)
+            for intent in written.intents:
+                _append(values, intent_saves=n, intents=intent)
+            for seq, data in written.events:
+                _append(values, event_saves=n, event_seqs=seq, event_documents=data)
         parts = _Parts(*(bool(values[rows[0]]) for rows in _PARTS_ROWS))
         if (save := self._saves.get(parts)) is None:
             save = self._saves[parts] = Compiled.of(_save(parts), self.dialect)
         saved = await conn.exec_driver_sql(save.sql, save.parameters(values))
-        written = {row["n"]: row["cancel_requested"] for row in saved.mappings()}
-        return [written.get(n) for n in range(1, len(group) + 1)]
+        answers = {row["n"]: row["cancel_requested"] for row in saved.mappings()}
+        return [answers.get(n) for n in range(1, len(group) + 1)]
 
     async def append_events(self, appends: Sequence[Append]) -> list[bool]:
         """One statement: each append's rows go in only while its run's row, locked against
@@ -268,10 +266,10 @@ _BOUNDARY_COLUMNS = (
     "recoveries",
 )
 _PARTS_ROWS = (
-    ("message_boundaries", "message_indexes", "roles", "documents", "message_places_before"),
-    ("checkpoint_boundaries", "checkpoint_indexes", "checkpoint_documents"),
-    ("intent_boundaries", "intents"),
-    ("event_boundaries", "event_seqs", "event_documents"),
+    ("message_saves", "message_indexes", "roles", "documents", "message_places_before"),
+    ("checkpoint_saves", "checkpoint_indexes", "checkpoint_documents"),
+    ("intent_saves", "intents"),
+    ("event_saves", "event_seqs", "event_documents"),
 )
 _ROW_COLUMNS = tuple(name for rows in _PARTS_ROWS for name in rows)
 
@@ -295,14 +293,14 @@ class _Parts(NamedTuple):
 def _rows(name: str, *columns: tuple[str, Any]) -> Any:
     """The rows of a kind a group's boundaries write, from one array parameter per column
     (named as given), each with `n`, the place of its boundary in the group (from 1)."""
-    arrays = [bindparam(f"{name}_boundaries", type_=ARRAY(BigInteger))]
+    arrays = [bindparam(f"{name}_saves", type_=ARRAY(BigInteger))]
     arrays += [bindparam(parameter, type_=ARRAY(kind)) for parameter, kind in columns]
     names = ["n"] + [parameter for parameter, _ in columns]
     return func.unnest(*arrays).table_valued(*names).render_derived(name)
 
 
 def _save(parts: _Parts) -> Select[tuple[int, bool]]:
-    """The statement of `_write_boundaries`: each boundary's places in its session's log
+    """The statement of `_write_saves`: each boundary's places in its session's log
     are taken only if its run's revision matches, its run's row written only then, and its
     rows only with its run's; what each boundary has, numbered by its place in the group
     (`n`, from 1). The sessions' rows are locked first, then the runs', each in the order

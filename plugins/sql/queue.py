@@ -21,7 +21,7 @@ from pgqueuer.domain.schema.declaration import target
 from pgqueuer.domain.settings import db_settings
 from sqlalchemy.engine import make_url
 
-from runpoint.runqueue import QueuedRun
+from runpoint.seams.runqueue import QueuedRun
 
 _decode = msgspec.json.Decoder(QueuedRun).decode
 log = logging.getLogger(__name__)

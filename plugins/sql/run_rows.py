@@ -9,9 +9,9 @@ from typing import Any
 
 import msgspec
 
+from runpoint.core.types import Run
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs
-from runpoint.types import Run
 
 # kept in columns of their own (read back over the documents)
 COLUMN_FIELDS = (

@@ -8,13 +8,13 @@ import msgspec
 from sqlalchemy import bindparam, false, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.core.types import KeyAnswer, Message, Run
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, run_row
 from runpoint.plugins.sql.schema import runs
-from runpoint.plugins.sql.transcripts import write_boundary
-from runpoint.types import KeyAnswer, Message, Run
+from runpoint.plugins.sql.transcripts import write_save
 
 _GET_RUN = select(*COLUMNS).where(runs.c.run_id == bindparam("id"))
 _LIVE_RUNS = (
@@ -35,7 +35,7 @@ async def insert_runs(
     await conn.execute(insert(runs), [run_row(r) for r in new_runs])
     for run in new_runs:
         if messages := incoming.get(run.run_id):
-            await write_boundary(db, conn, run, messages, None)
+            await write_save(db, conn, run, messages, None)
 
 
 class SqlRuns:

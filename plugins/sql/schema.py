@@ -26,8 +26,8 @@ from sqlalchemy import (
     text,
 )
 
-from runpoint.tenancy import DEFAULT_TEAM
-from runpoint.types import RunStatus
+from runpoint.core.tenancy import DEFAULT_TEAM
+from runpoint.core.types import RunStatus
 
 metadata = MetaData()
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 from sqlalchemy import bindparam, delete, insert, select, update
 
+from runpoint.core.types import SessionCapture, SessionCheckpoint, SessionCheckpointStatus
 from runpoint.plugins.sql.database import NO_END, Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import session_checkpoints
-from runpoint.types import SessionCapture, SessionCheckpoint, SessionCheckpointStatus
 
 _decode_checkpoint = msgspec.json.Decoder(SessionCheckpoint).decode
 _decode_capture = msgspec.json.Decoder(SessionCapture).decode

@@ -10,7 +10,8 @@ from sqlalchemy import bindparam, delete, false, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint.errors import Conflict
+from runpoint.core.errors import Conflict
+from runpoint.core.types import KeyAnswer, Message, Rollback, Run, Session
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
@@ -22,7 +23,6 @@ from runpoint.plugins.sql.schema import checkpoints, messages, run_events, sessi
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
 from runpoint.plugins.sql.schema import runs as runs_table
 from runpoint.plugins.sql.schema import sessions as sessions_table
-from runpoint.types import KeyAnswer, Message, Rollback, Run, Session
 
 _decode_session = msgspec.json.Decoder(Session).decode
 _COLUMNS = (

@@ -13,8 +13,9 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.core.types import now
 from runpoint.plugins.sql.appends import Append
-from runpoint.plugins.sql.database import Boundary, Database
+from runpoint.plugins.sql.database import Database, Save
 from runpoint.plugins.sql.schema import (
     checkpoints,
     messages,
@@ -23,7 +24,6 @@ from runpoint.plugins.sql.schema import (
     sessions,
     tool_calls,
 )
-from runpoint.types import now
 
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
@@ -71,7 +71,7 @@ class Sqlite(Database):
 
     async def fetch(self, sql: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
         """Reads run inline: an indexed read takes microseconds, far less than handing it
-        to a thread and back (see DESIGN.md's measurements)."""
+        to a thread and back (see docs/architecture.md, "Measured")."""
         if self._reader is None:  # in memory: the database is the engine's connection's
             async with self.autocommit.connect() as conn:
                 return (await conn.exec_driver_sql(sql, parameters)).all()
@@ -181,15 +181,15 @@ class Sqlite(Database):
             await group.conn.close()
             self._write_lock.release()
 
-    async def write_boundary(self, conn: AsyncConnection, boundary: Boundary) -> bool | None:
-        run = boundary.run
+    async def write_save(self, conn: AsyncConnection, written: Save) -> bool | None:
+        run = written.run
         found = (
             await conn.execute(
                 update(runs)
                 .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
                 .values(
                     revision=run.revision + 1,
-                    state=boundary.state,
+                    state=written.state,
                     lease_owner=run.lease_owner,
                     lease_expires_at=run.lease_expires_at,
                     recoveries=run.recoveries,
@@ -207,7 +207,7 @@ class Sqlite(Database):
                 update(runs).where(runs.c.run_id == run.run_id).values(status=run.status.value)
             )
         # the run's row is written under BEGIN IMMEDIATE: the session's may come second
-        rows = boundary.messages
+        rows = written.messages
         cursor = await conn.scalar(
             update(sessions)
             .where(sessions.c.session_id == run.session_id)
@@ -223,23 +223,23 @@ class Sqlite(Database):
                     for n, (i, r, d) in enumerate(rows)
                 ],
             )
-        if boundary.checkpoint is not None:
-            index, data = boundary.checkpoint
+        if written.checkpoint is not None:
+            index, data = written.checkpoint
             await conn.execute(  # the first checkpoint at an index stands
                 sqlite.insert(checkpoints)
                 .values(run_id=run.run_id, message_index=index, data=data, event_seq=cursor)
                 .on_conflict_do_nothing()
             )
-        if boundary.intents:
+        if written.intents:
             started = now()
             await conn.execute(
                 insert(tool_calls),
                 [
                     {"run_id": run.run_id, "tool_call_id": i, "started_at": started}
-                    for i in boundary.intents
+                    for i in written.intents
                 ],
             )
-        await _insert_events(conn, run.run_id, boundary.events)
+        await _insert_events(conn, run.run_id, written.events)
         return bool(cancel_requested)
 
     async def append_events(self, appends: Sequence[Append]) -> list[bool]:

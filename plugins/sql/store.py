@@ -1,5 +1,5 @@
 """`Storage` on SQLAlchemy Core with an async engine: SQLite (aiosqlite) or PostgreSQL
-(asyncpg). One class per role implements its protocol (see runpoint.storage); the
+(asyncpg). One class per role implements its protocol (see runpoint.seams.storage); the
 dialect object they share says what differs between the two databases."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from runpoint.errors import needs_extra
+from runpoint.core.errors import needs_extra
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.events import SqlEvents

@@ -10,15 +10,9 @@ import msgspec
 from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint import transcript
-from runpoint.errors import Conflict
-from runpoint.plugins.sql.database import NO_END, Boundary, Database
-from runpoint.plugins.sql.documents import document
-from runpoint.plugins.sql.events import event_rows
-from runpoint.plugins.sql.idempotency import record_answer
-from runpoint.plugins.sql.run_rows import state_document
-from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
-from runpoint.types import (
+from runpoint.core import transcript
+from runpoint.core.errors import Conflict
+from runpoint.core.types import (
     Checkpoint,
     KeyAnswer,
     Message,
@@ -28,6 +22,12 @@ from runpoint.types import (
     RunEvent,
     Segment,
 )
+from runpoint.plugins.sql.database import NO_END, Database, Save
+from runpoint.plugins.sql.documents import document
+from runpoint.plugins.sql.events import event_rows
+from runpoint.plugins.sql.idempotency import record_answer
+from runpoint.plugins.sql.run_rows import state_document
+from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
 
 _decode_message = msgspec.json.Decoder(Message).decode
 _decode_view = msgspec.json.Decoder(MessageView).decode
@@ -50,16 +50,16 @@ _LAST_INDEX = (
 )
 
 
-def boundary(
+def encoded_save(
     run: Run,
     new_messages: Sequence[Message],
     checkpoint: Checkpoint | None,
     intents: Sequence[str] = (),
     events: Sequence[RunEvent] = (),
-) -> Boundary:
+) -> Save:
     """What `save` writes, encoded."""
     indexes = transcript.own_indexes(run, len(new_messages))
-    return Boundary(
+    return Save(
         run,
         state_document(run),
         [(i, m.role, document(m)) for i, m in zip(indexes, new_messages, strict=True)],
@@ -77,7 +77,7 @@ def saved(run: Run, cancel_requested: bool | None) -> None:
     run.cancel_requested = cancel_requested
 
 
-async def write_boundary(
+async def write_save(
     db: Database,
     conn: AsyncConnection,
     run: Run,
@@ -85,7 +85,7 @@ async def write_boundary(
     checkpoint: Checkpoint | None,
 ) -> None:
     """`save` in a caller's transaction."""
-    saved(run, await db.write_boundary(conn, boundary(run, new_messages, checkpoint)))
+    saved(run, await db.write_save(conn, encoded_save(run, new_messages, checkpoint)))
 
 
 class SqlTranscripts:
@@ -101,13 +101,13 @@ class SqlTranscripts:
         answering: KeyAnswer | None = None,
         events: Sequence[RunEvent] = (),
     ) -> None:
-        written = boundary(run, messages, checkpoint, intents, events)
+        written = encoded_save(run, messages, checkpoint, intents, events)
         if answering is None:  # a write of its own, maybe with other runs' (database.py)
-            saved(run, await self.db.save_boundary(written))
+            saved(run, await self.db.save(written))
             return
         async with self.db.write() as conn:  # a transaction with the key's answer
             await record_answer(conn, answering)
-            saved(run, await self.db.write_boundary(conn, written))
+            saved(run, await self.db.write_save(conn, written))
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0

@@ -1,6 +1,6 @@
 """Agents for `runpoint serve --app tests.cli.agents:...` in the CLI's tests."""
 
-from runpoint.agent import Agent
+from runpoint.seams.agent import Agent
 
 # an agent on a vendor with no API key in the environment: its runs end ERROR
 keyless = [Agent(id="keyless", model="openai:gpt-test")]

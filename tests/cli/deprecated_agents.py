@@ -3,7 +3,7 @@ Anthropic has deprecated, the first one the installed SDK lists."""
 
 from anthropic._data import DEPRECATED_MODELS
 
-from runpoint.agent import Agent
+from runpoint.seams.agent import Agent
 
 MODEL = next(iter(DEPRECATED_MODELS))
 END_OF_LIFE = DEPRECATED_MODELS[MODEL]

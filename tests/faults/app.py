@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import os
 
-from runpoint.agent import Agent, tool
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import ToolCall
 from runpoint.plugins.scripted import ScriptedModel, call_id
-from runpoint.types import ToolCall
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import ModelRequest, ModelResponse
 
 
 @tool(effect="side-effect")

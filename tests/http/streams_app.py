@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 
-from runpoint.agent import Agent, tool
 from runpoint.plugins.scripted import ScriptedModel
+from runpoint.seams.agent import Agent, tool
 from tests.faults.app import booked, plan
 
 

@@ -16,8 +16,8 @@ from litestar.testing import AsyncTestClient
 
 from runpoint.adapters.litestar import build, spec
 from runpoint.adapters.litestar.spec import SpecError, document
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
 
 
 def build_with(change: Any) -> None:

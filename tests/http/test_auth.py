@@ -22,8 +22,8 @@ from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import create_app
+from runpoint.core.tenancy import Principal
 from runpoint.plugins.demo import agents
-from runpoint.tenancy import Principal
 
 from .conftest import bearer, write_keys
 

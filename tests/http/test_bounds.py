@@ -19,11 +19,11 @@ from litestar.testing import AsyncTestClient
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import create_app
 from runpoint.adapters.litestar.spec import document
-from runpoint.agent import Agent, tool
-from runpoint.model import MAX_TOOL_CALL_ID_LENGTH, ModelRequest, ModelResponse
+from runpoint.core.types import ToolCall
 from runpoint.plugins.demo import agents
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.types import ToolCall
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import MAX_TOOL_CALL_ID_LENGTH, ModelRequest, ModelResponse
 
 from .conftest import bearer
 

@@ -8,9 +8,9 @@ import time
 import httpx
 
 from runpoint.adapters.litestar import build
+from runpoint.core.types import Run, RunStatus, Segment
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
-from runpoint.types import Run, RunStatus, Segment
 
 
 async def test_a_cancel_of_a_run_in_another_process_is_requested(database: str) -> None:

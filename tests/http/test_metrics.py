@@ -14,11 +14,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import build, create_app
 from runpoint.adapters.metrics import Metrics
-from runpoint.agent import Agent, tool
-from runpoint.host import PluginHost
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.host import PluginHost
 from tests.kernel import crashing
 from tests.kernel.test_recovery import until
 

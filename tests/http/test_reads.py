@@ -13,11 +13,11 @@ import pytest
 from sqlalchemy import update
 
 from runpoint.adapters.litestar import build
+from runpoint.core.types import Message, Run, Segment, ToolCall
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql.schema import runs
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.services import Runpoint
-from runpoint.types import Message, Run, Segment, ToolCall
 
 
 @pytest.fixture

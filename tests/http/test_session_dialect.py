@@ -13,9 +13,9 @@ import httpx
 import pytest
 
 from runpoint.adapters.litestar import build
-from runpoint.host import PluginHost
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
+from runpoint.seams.host import PluginHost
 from tests.directory_state import DirectoryState
 from tests.kernel.test_session_checkpoints import start_in_flight
 

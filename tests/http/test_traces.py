@@ -18,12 +18,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import build
 from runpoint.adapters.tracing import Tracing
-from runpoint.agent import Agent
-from runpoint.host import PluginHost
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.services import Runpoint
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
+from runpoint.seams.model import ModelRequest, ModelResponse
 
 from .conftest import bearer, write_keys
 

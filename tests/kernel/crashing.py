@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from runpoint import hookimpl
-from runpoint.agent import Agent
-from runpoint.host import PluginHost
-from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, Run
+from runpoint.core.types import Checkpoint, Run
+from runpoint.facade import Runpoint
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 
 FREEZE = os.environ.get("FREEZE", "after-checkpoint")
 

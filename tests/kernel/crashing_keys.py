@@ -10,11 +10,11 @@ import sys
 import time
 
 from runpoint import hookimpl
-from runpoint.agent import Agent
-from runpoint.execution import RunHandle
-from runpoint.host import PluginHost
-from runpoint.services import Runpoint
-from runpoint.types import Run
+from runpoint.core.types import Run
+from runpoint.facade import Runpoint
+from runpoint.runs.executor import RunHandle
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 from tests.kernel.crashing_session import kill_frozen
 
 agent = Agent(id="echo", model="scripted:demo")

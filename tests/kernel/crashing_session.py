@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runpoint import hookimpl
-from runpoint.agent import Agent
-from runpoint.host import PluginHost
-from runpoint.services import Runpoint
-from runpoint.session_state import SessionState
+from runpoint.facade import Runpoint
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
+from runpoint.seams.session_state import SessionState
 from tests.directory_state import DirectoryState
 
 LEASE_SECONDS = 1.0  # short, so the test need not wait long for the lease to run out

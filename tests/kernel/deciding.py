@@ -16,12 +16,12 @@ import time
 from pathlib import Path
 
 from runpoint import hookimpl
-from runpoint.agent import Agent, tool
-from runpoint.host import PluginHost
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import Decision, Run, ToolCall
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id
-from runpoint.services import Runpoint
-from runpoint.types import Decision, Run, ToolCall
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.host import PluginHost
+from runpoint.seams.model import ModelRequest, ModelResponse
 
 CITIES = ("Paris", "Tokyo", "Lagos")
 

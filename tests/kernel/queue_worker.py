@@ -12,8 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from runpoint.agent import Agent
-from runpoint.services import Runpoint
+from runpoint.facade import Runpoint
+from runpoint.seams.agent import Agent
 
 
 def locate(city: str) -> str:

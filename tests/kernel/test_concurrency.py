@@ -8,11 +8,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from runpoint.agent import Agent, tool
-from runpoint.errors import Conflict
+from runpoint.core.errors import Conflict
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents as demo_agents
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.seams.agent import Agent, tool
 
 # An asyncio.Event belongs to the event loop it is first awaited on: one per test.
 gates: dict[str, asyncio.Event] = {}

@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from runpoint.errors import InvalidArguments, InvalidRequest
+from runpoint.core.errors import InvalidArguments, InvalidRequest
+from runpoint.core.types import Approve, Reject, RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
-from runpoint.types import Approve, Reject, RunStatus
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from runpoint.agent import Agent
-from runpoint.model import ModelRequest, ModelResponse
 from runpoint.plugins.scripted import ScriptedModel
+from runpoint.seams.agent import Agent
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from runpoint.errors import Conflict
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.core.errors import Conflict
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from tests.kernel import crashing
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from runpoint.services import Runpoint
-from runpoint.tool_calls import REJECTED
-from runpoint.types import Decision, RunStatus
+from runpoint.core.types import Decision, RunStatus
+from runpoint.facade import Runpoint
+from runpoint.runs.tool_calls import REJECTED
 from tests.kernel import deciding
 from tests.kernel.test_queue import ON_POSTGRES, jobs_in_queue
 from tests.kernel.test_recovery import until

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from runpoint.edits import ReplaceToolResult, ReplaceUserMessage
-from runpoint.errors import InvalidBoundary, NotFound
+from runpoint.core.errors import InvalidBoundary, NotFound
+from runpoint.core.types import Message, RunStatus, Segment
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
-from runpoint.types import Message, RunStatus, Segment
+from runpoint.runs.edits import ReplaceToolResult, ReplaceUserMessage
 from tests.conftest import OpenRunpoint
 
 

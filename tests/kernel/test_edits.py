@@ -8,14 +8,14 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from runpoint.agent import Agent
-from runpoint.edits import ReplaceToolArguments, ReplaceToolResult, ReplaceUserMessage
-from runpoint.errors import InvalidArguments, InvalidRequest
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.errors import InvalidArguments, InvalidRequest
+from runpoint.core.tenancy import Principal, acting_as
+from runpoint.core.types import Message, RunStatus, ToolCall
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.services import Runpoint
-from runpoint.tenancy import Principal, acting_as
-from runpoint.types import Message, RunStatus, ToolCall
+from runpoint.runs.edits import ReplaceToolArguments, ReplaceToolResult, ReplaceUserMessage
+from runpoint.seams.agent import Agent
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
 
 POPULATIONS = {"Paris": "2.1M", "Tokyo": "13.9M", "Lagos": "15.3M"}

@@ -8,15 +8,15 @@ import asyncio
 
 import pytest
 
-from runpoint.agent import Agent
-from runpoint.continuation import Branch
-from runpoint.edits import ReplaceUserMessage
-from runpoint.errors import ConfigurationError, InvalidRequest
-from runpoint.fan_out import MAX_BRANCHES
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.errors import ConfigurationError, InvalidRequest
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.runs.continuation import Branch
+from runpoint.runs.edits import ReplaceUserMessage
+from runpoint.runs.fan_out import MAX_BRANCHES
+from runpoint.seams.agent import Agent
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
 
 

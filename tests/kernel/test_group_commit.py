@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from runpoint.group_commit import GroupCommit
+from runpoint.core.group_commit import GroupCommit
 
 
 class SlowWrites:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from runpoint import hookspecs
+from runpoint.seams import hookspecs
 
 ROOT = Path(__file__).parents[2]
 HOOKS = sorted(name for name in vars(hookspecs) if name.startswith("runpoint_"))

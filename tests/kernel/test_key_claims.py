@@ -9,11 +9,11 @@ import threading
 from collections.abc import Mapping
 
 from runpoint import hookimpl
-from runpoint.host import PluginHost
-from runpoint.model import Model, ModelProvider, ModelResponse
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.seams.host import PluginHost
+from runpoint.seams.model import Model, ModelProvider, ModelResponse
 from tests.kernel import crashing_keys
 
 agent = crashing_keys.agent

@@ -24,13 +24,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from runpoint.plugins.demo import agents
-from runpoint.plugins.sql import migrate
-from runpoint.plugins.sql.births import births
-from runpoint.plugins.sql.schema import metadata
-from runpoint.plugins.sql.store import SqlStorage
-from runpoint.services import Runpoint
-from runpoint.types import (
+from runpoint.core.types import (
     Checkpoint,
     KeyClaim,
     Message,
@@ -42,6 +36,12 @@ from runpoint.types import (
     ToolCall,
     now,
 )
+from runpoint.facade import Runpoint
+from runpoint.plugins.demo import agents
+from runpoint.plugins.sql import migrate
+from runpoint.plugins.sql.births import births
+from runpoint.plugins.sql.schema import metadata
+from runpoint.plugins.sql.store import SqlStorage
 
 
 async def test_migrations_and_tables_agree(database: str) -> None:

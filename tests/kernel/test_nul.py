@@ -4,10 +4,10 @@ on, and the text reads back as it was. (PostgreSQL's TEXT holds no NUL: see the 
 
 from __future__ import annotations
 
-from runpoint.agent import Agent, tool
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import RunStatus, SessionCheckpointStatus, ToolCall
 from runpoint.plugins.scripted import ScriptedModel, call_id
-from runpoint.types import RunStatus, SessionCheckpointStatus, ToolCall
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
 
 NUL = "nul:\x00."

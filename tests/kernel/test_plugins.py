@@ -12,14 +12,14 @@ import pytest
 
 from runpoint import hookimpl
 from runpoint.adapters.cli import main
-from runpoint.agent import Agent
-from runpoint.errors import ConfigurationError
-from runpoint.host import MODELS_KEPT, PluginHost
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.errors import ConfigurationError
+from runpoint.core.types import Checkpoint, Message, RunStatus, Timing, ToolCall
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.services import Runpoint
-from runpoint.types import Checkpoint, Message, RunStatus, Timing, ToolCall
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import MODELS_KEPT, PluginHost
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here

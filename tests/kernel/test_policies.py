@@ -9,13 +9,13 @@ from collections.abc import Mapping
 import pytest
 
 from runpoint import hookimpl
-from runpoint.agent import Agent, Tool, tool
-from runpoint.errors import ConfigurationError
-from runpoint.host import PluginHost
+from runpoint.core.errors import ConfigurationError
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import get_population
-from runpoint.policy import BatchCall, Boundary, CheckpointPolicyFactory
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
+from runpoint.seams.agent import Agent, Tool, tool
+from runpoint.seams.host import PluginHost
+from runpoint.seams.policy import BatchCall, Boundary, CheckpointPolicyFactory
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here

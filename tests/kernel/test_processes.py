@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
+from runpoint.core.types import RunStatus, Session
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus, Session
 
 PROCESSES = 3
 

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from runpoint import hookimpl
-from runpoint.agent import Agent
-from runpoint.host import PluginHost
-from runpoint.runqueue import QueuedRun, RunQueueFactory
-from runpoint.services import Runpoint
-from runpoint.types import Run, RunStatus
+from runpoint.core.types import Run, RunStatus
+from runpoint.facade import Runpoint
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
+from runpoint.seams.runqueue import QueuedRun, RunQueueFactory
 from tests import postgres
 from tests.kernel.queue_worker import agents, locate
 from tests.kernel.test_recovery import until

@@ -15,13 +15,13 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from runpoint import hookimpl
-from runpoint.agent import Agent
-from runpoint.host import PluginHost
+from runpoint.core.types import Run, RunEvent, RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.sql.events import event_rows
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.services import Runpoint
-from runpoint.tool_calls import SKIPPED
-from runpoint.types import Run, RunEvent, RunStatus
+from runpoint.runs.tool_calls import SKIPPED
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 from tests import postgres
 from tests.kernel import crashing
 

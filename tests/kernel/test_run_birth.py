@@ -7,9 +7,9 @@ import pytest
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 
-from runpoint.errors import Locked
+from runpoint.core.errors import Locked
+from runpoint.core.types import Message, Run, RunStatus, Segment, Session
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.types import Message, Run, RunStatus, Segment, Session
 
 
 def new_run(run_id: str, segments: list[Segment], message_count: int) -> Run:

@@ -1,4 +1,4 @@
-"""Runs, timelines, snapshots and continue: the semantics DESIGN.md pins down."""
+"""Runs, timelines, snapshots and continue: the semantics docs/architecture.md pins down."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import asyncio
 
 import pytest
 
-from runpoint.errors import InvalidBoundary, InvalidRequest, NotFound
+from runpoint.core.errors import InvalidBoundary, InvalidRequest, NotFound
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents as demo_agents
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
 from tests.conftest import OpenRunpoint
 
 QUESTION = "Compare the populations of Paris, Tokyo, and Lagos in one sentence."
@@ -46,8 +46,8 @@ async def test_timeline_has_one_checkpoint_per_tool_batch_and_the_end(rp: Runpoi
 async def test_an_announced_checkpoint_stays_when_the_run_ends_at_its_index(
     open_runpoint: OpenRunpoint,
 ) -> None:
-    from runpoint.agent import Agent
     from runpoint.plugins.demo import get_population
+    from runpoint.seams.agent import Agent
 
     short = Agent(id="short", model="scripted:demo", tools=[get_population], max_turns=1)
     rp = await open_runpoint([short])
@@ -66,8 +66,8 @@ async def test_an_announced_checkpoint_stays_when_the_run_ends_at_its_index(
 
 
 async def test_runs_policy_marks_only_the_end(open_runpoint: OpenRunpoint) -> None:
-    from runpoint.agent import Agent
     from runpoint.plugins.demo import get_population
+    from runpoint.seams.agent import Agent
 
     agent = Agent(id="a", model="scripted:demo", tools=[get_population], checkpoint="runs")
     rp = await open_runpoint([agent])
@@ -227,7 +227,7 @@ async def test_cancel_answers_truthfully(rp: Runpoint) -> None:
 
 
 async def test_cancel_stops_a_run_at_its_next_boundary(open_runpoint: OpenRunpoint) -> None:
-    from runpoint.agent import Agent, tool
+    from runpoint.seams.agent import Agent, tool
 
     cancelled = asyncio.Event()
 
@@ -271,8 +271,8 @@ async def test_streamed_events_in_order(rp: Runpoint) -> None:
 async def test_a_second_run_while_one_is_in_flight_is_a_conflict(
     open_runpoint: OpenRunpoint,
 ) -> None:
-    from runpoint.agent import Agent, tool
-    from runpoint.errors import Conflict
+    from runpoint.core.errors import Conflict
+    from runpoint.seams.agent import Agent, tool
 
     gate = asyncio.Event()
 

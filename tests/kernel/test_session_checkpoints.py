@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 import pytest
 from sqlalchemy import text
 
-from runpoint.agent import Agent
-from runpoint.errors import Conflict, Locked, NotContinuable, NotFound
-from runpoint.host import PluginHost
+from runpoint.core.errors import Conflict, Locked, NotContinuable, NotFound
+from runpoint.core.types import Run, RunStatus, Segment, SessionCheckpoint, SessionCheckpointStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.services import Runpoint
-from runpoint.types import Run, RunStatus, Segment, SessionCheckpoint, SessionCheckpointStatus
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 from tests.directory_state import DirectoryState
 from tests.kernel.test_context import Recorder, turn
 

@@ -10,12 +10,8 @@ from typing import TypeVar
 
 import pytest
 
-from runpoint.agent import Agent
-from runpoint.errors import Conflict, Locked, NotContinuable
-from runpoint.host import PluginHost
-from runpoint.plugins.scripted import ScriptedModel
-from runpoint.services import Runpoint
-from runpoint.types import (
+from runpoint.core.errors import Conflict, Locked, NotContinuable
+from runpoint.core.types import (
     Lease,
     Rollback,
     Run,
@@ -23,6 +19,10 @@ from runpoint.types import (
     SessionCheckpointStatus,
     now,
 )
+from runpoint.facade import Runpoint
+from runpoint.plugins.scripted import ScriptedModel
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 from tests.directory_state import DirectoryState
 from tests.kernel import crashing_session
 from tests.kernel.test_context import Recorder, turn

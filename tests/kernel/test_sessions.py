@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from runpoint.errors import Conflict, NotFound
+from runpoint.core.errors import Conflict, NotFound
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
 from tests.conftest import OpenRunpoint
 
 

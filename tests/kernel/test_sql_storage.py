@@ -19,10 +19,10 @@ from sqlalchemy.exc import IntegrityError
 
 from runpoint.conformance import build
 from runpoint.conformance.events import events
-from runpoint.errors import Conflict
+from runpoint.core.errors import Conflict
+from runpoint.core.types import Edit, Run, RunStatus, Segment, Session, Usage
 from runpoint.plugins.sql.sqlite import Sqlite
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.types import Edit, Run, RunStatus, Segment, Session, Usage
 
 # what the storage itself decides: how often a run was written, and whether it was
 # cancelled, rolled back or recovered (each tested where it happens)

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
-from runpoint import streams
-from runpoint.agent import Agent, tool
+from runpoint.core.types import Run, RunEvent, RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents as demo_agents
 from runpoint.plugins.memory import MemoryStorage
-from runpoint.services import Runpoint
-from runpoint.types import Run, RunEvent, RunStatus
+from runpoint.reads import streams
+from runpoint.seams.agent import Agent, tool
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # what every backend must store: the conformance suite's

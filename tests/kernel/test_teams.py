@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from runpoint import tenancy
-from runpoint.errors import Forbidden
+from runpoint.core import tenancy
+from runpoint.core.errors import Forbidden
+from runpoint.core.tenancy import Principal
 from runpoint.plugins.demo import agents
-from runpoint.tenancy import Principal
 from tests.conftest import OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here

@@ -9,12 +9,12 @@ from typing import Literal, cast
 import pytest
 from sqlalchemy import event
 
-from runpoint.agent import Agent, tool
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import RunStatus, ToolCall
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.types import RunStatus, ToolCall
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import BACKENDS, OpenRunpoint
 
 pytestmark = pytest.mark.memory  # storage is not the subject here

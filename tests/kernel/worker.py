@@ -11,10 +11,10 @@ import json
 import random
 import sys
 
-from runpoint.errors import Conflict
+from runpoint.core.errors import Conflict
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
 
 QUESTIONS = ("Paris and Tokyo", "Lagos, Kyoto and Lima", "Cairo", "Sydney and London")
 

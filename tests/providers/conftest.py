@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from runpoint.agent import Agent
 from runpoint.plugins.anthropic import Claude
 from runpoint.plugins.openai import OpenAIChat, OpenAIResponses
 from runpoint.plugins.vendor_model import VendorModel
+from runpoint.seams.agent import Agent
 from tests.providers import wire
 from tests.providers.loopback import Loopback, Reply, Request
 

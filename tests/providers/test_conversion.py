@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from runpoint.core.types import Message, ToolCall
 from runpoint.plugins import vendor_messages as vm
-from runpoint.types import Message, ToolCall
 
 
 def test_ids_anthropic_refuses_are_mapped_alike_in_a_call_and_its_result() -> None:

@@ -11,14 +11,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from runpoint.edits import (
+from runpoint.core.types import RunStatus
+from runpoint.facade import Runpoint
+from runpoint.runs.edits import (
     EditRequest,
     ReplaceToolArguments,
     ReplaceToolResult,
     ReplaceUserMessage,
 )
-from runpoint.services import Runpoint
-from runpoint.types import RunStatus
 from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn

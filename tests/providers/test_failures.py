@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import pytest
 
-from runpoint.types import RunStatus
+from runpoint.core.types import RunStatus
 from tests.conftest import OpenRunpoint
 from tests.providers import wire
 from tests.providers.conftest import Api, travel_agent

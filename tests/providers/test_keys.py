@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runpoint.types import RunStatus
+from runpoint.core.types import RunStatus
 from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from runpoint.agent import tool
-from runpoint.model import ModelRequest, ModelResponse
+from runpoint.core.types import Message, RunStatus, ToolCall
 from runpoint.plugins import vendor_messages as vm
-from runpoint.types import Message, RunStatus, ToolCall
+from runpoint.seams.agent import tool
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, get_population, travel_agent
 from tests.providers.wire import Turn

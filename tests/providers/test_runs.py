@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runpoint.types import RunStatus, Usage
+from runpoint.core.types import RunStatus, Usage
 from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn

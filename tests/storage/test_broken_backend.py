@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from runpoint.conformance import run
+from runpoint.core.types import Checkpoint, KeyAnswer, Message, Run, RunEvent, Segment
 from runpoint.plugins.memory import MemoryStorage
-from runpoint.types import Checkpoint, KeyAnswer, Message, Run, RunEvent, Segment
 
 
 class CarelessStorage(MemoryStorage):

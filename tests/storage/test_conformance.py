@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from runpoint.conformance import run
-from runpoint.host import PluginHost
+from runpoint.seams.host import PluginHost
 
 
 async def test_the_memory_backend_conforms() -> None:

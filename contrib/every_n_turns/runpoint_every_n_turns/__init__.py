@@ -9,7 +9,7 @@ at the end. N is the agent's option ``n`` (default 2)::
 from collections.abc import Mapping
 
 from runpoint import hookimpl
-from runpoint.policy import Boundary, CheckpointPolicyFactory
+from runpoint.seams.policy import Boundary, CheckpointPolicyFactory
 
 
 class EveryNTurns:

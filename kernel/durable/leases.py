@@ -1,0 +1,141 @@
+"""Leases: how a run survives its process.
+
+A process executing a run holds a lease on it, renewed as the run goes and by a heartbeat
+in between (a run waiting in the run queue holds an unowned one: see `Leases.offer`). A
+run whose lease ran out lost its process (SIGKILL, power loss): the sweeper of any
+process that knows the run's agent claims it (one winner, by the run's revision) and
+resumes it from its last durable boundary, up to `max_recoveries` times; after that the
+run ends ERROR with the reason.
+
+A session operation that goes on over several writes (a rollback, a checkpoint's capture)
+holds a `Lease` of its own, renewed by `renewing` while it goes; the next request that meets
+it after the lease ran out completes it or ends it (see `runpoint.sessions.lifecycle` and
+`runpoint.sessions.checkpoints`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+
+from runpoint.core.errors import Conflict
+from runpoint.core.types import Lease, Run, RunEvent, RunStatus, new_id, now
+from runpoint.seams.storage import Storage
+
+log = logging.getLogger("runpoint.recovery")
+
+
+class Leases:
+    def __init__(
+        self,
+        storage: Storage,
+        *,
+        lease_seconds: float,
+        max_recoveries: int,
+    ) -> None:
+        self.storage = storage
+        self.owner = new_id()
+        self.lease_seconds = lease_seconds
+        self.max_recoveries = max_recoveries
+
+    def stamp(self, run: Run) -> None:
+        """Take (or renew) the lease of a run this process executes; drop it when the
+        run is no longer RUNNING."""
+        if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
+            run.lease_owner, run.lease_expires_at = self.owner, now() + self.lease_seconds
+        else:
+            run.lease_owner, run.lease_expires_at = None, None
+
+    def offer(self, run: Run) -> None:
+        """Leave a PENDING run to the run queue: it is nobody's until a process claims it,
+        and if none has within `lease_seconds`, the lease watch of any process takes it."""
+        run.lease_owner, run.lease_expires_at = None, now() + self.lease_seconds
+
+    def is_held_elsewhere(self, run: Run) -> bool:
+        """Whether another live process executes this run."""
+        return (
+            run.status in (RunStatus.RUNNING, RunStatus.PENDING)
+            and run.lease_owner not in (None, self.owner)
+            and (run.lease_expires_at or 0) > now()
+        )
+
+    def lease(self, owner: str | None = None) -> Lease:
+        """A lease of `lease_seconds` from now for a session operation: a new one (its own
+        owner, which no other operation, here or elsewhere, passes for), or `owner`'s."""
+        return Lease(owner or new_id(), now() + self.lease_seconds)
+
+    @contextlib.asynccontextmanager
+    async def renewing(
+        self, owner: str, renew: Callable[[Lease], Awaitable[object]]
+    ) -> AsyncIterator[None]:
+        """Renew `owner`'s lease (`renew` writes it) every third of its term while the
+        block runs."""
+
+        async def heartbeat() -> None:
+            while True:
+                await asyncio.sleep(self.lease_seconds / 3)
+                try:
+                    await renew(self.lease(owner))
+                except Exception:  # a lost connection: the next beat may get through
+                    log.exception("renewing a lease failed; retrying")
+
+        beating = asyncio.create_task(heartbeat(), name=f"lease {owner}")
+        try:
+            yield
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    async def watch(
+        self,
+        active: Callable[[], Collection[str]],
+        agents: Collection[str],
+        claimed: Callable[[Run], Awaitable[object]],
+    ) -> None:
+        """Renew this process's leases and claim runs whose process died, forever: each
+        claimed run goes to `claimed`, RUNNING to be resumed, or ERROR if it was given up."""
+        while True:
+            await asyncio.sleep(self.lease_seconds / 3)
+            try:
+                if running := active():
+                    await self.storage.renew_leases(self.owner, running, now() + self.lease_seconds)
+                for run in await self.storage.expired_runs(now(), agents):
+                    await self._recover(run, claimed)
+            except Exception:  # a lost database connection must not end the watch
+                log.exception("lease watch failed; retrying")
+
+    async def _recover(self, run: Run, claimed: Callable[[Run], Awaitable[object]]) -> None:
+        giving_up = run.recoveries >= self.max_recoveries
+        if not giving_up:
+            run.recoveries += 1
+            run.status = RunStatus.RUNNING  # a PENDING run never got going: start it
+        self.stamp(run)
+        try:
+            await self.storage.save(run, [], None)  # the claim: one process wins
+            # ended only once claimed (if this process dies between, the next sweep ends it)
+            if giving_up:
+                await self._give_up(run)
+        except Conflict:
+            return
+        if run.status is RunStatus.RUNNING:
+            log.info("resuming run %s after its process was lost", run.run_id)
+        await claimed(run)
+
+    async def _give_up(self, run: Run) -> None:
+        """End a run claimed from its lost process with the reason. Its log ends where it
+        is read now: the claim waited for an append of that process under way, and refuses
+        its later ones (a RunError given a seq read before the claim could lose that seq to
+        such an append, whose event would stand)."""
+        run.status = RunStatus.ERROR
+        run.error = (
+            f"the run's process was lost {run.recoveries + 1} times; "
+            f"it was resumed {run.recoveries} times and is not resumed again"
+        )
+        # its stream ends as any run's that failed, with the reason
+        error = RunEvent.of(run, "RunError", error=run.error, usage=run.usage)
+        error.seq = await self.storage.last_event_seq(run.run_id) + 1
+        self.stamp(run)
+        await self.storage.save(run, [], None, events=[error])

@@ -1,0 +1,283 @@
+"""Continue: resume a run in place, or branch a new run off one of its boundaries.
+
+Only "continue from end" of a PAUSED, ERROR or interrupted run resumes the same run;
+everything else creates a new run with lineage, so history is never rewritten.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+
+import msgspec
+
+from runpoint.core import transcript
+from runpoint.core.errors import Conflict, InvalidRequest, NotContinuable
+from runpoint.core.types import (
+    IN_FLIGHT,
+    Approve,
+    Decision,
+    KeyClaim,
+    Message,
+    Run,
+    RunStatus,
+    ToolCall,
+    new_id,
+)
+from runpoint.durable import idempotency
+from runpoint.durable.leases import Leases
+from runpoint.reads import continue_points
+from runpoint.reads.continue_points import ContinueFrom
+from runpoint.reads.queries import Queries
+from runpoint.runs import edits, tool_calls
+from runpoint.runs.edits import EditRequest
+from runpoint.runs.executor import Executor, RunHandle
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
+from runpoint.seams.storage import Storage
+from runpoint.sessions.lifecycle import Sessions
+
+# statuses of a run that "continue from end" picks up again in place
+RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
+
+
+class Branch(msgspec.Struct, frozen=True, kw_only=True):
+    """What a new run forked at a boundary starts with, besides its source's history:
+    edits to that history, a new input, and a model or instructions of its own."""
+
+    input: str | None = None
+    edits: list[EditRequest] = []
+    model: str | None = None
+    instructions: str | None = None
+
+
+class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
+    """Continue `run_id` from a boundary (see `Continuation.start`)."""
+
+    run_id: str
+    session_id: str | None = None
+    agent_id: str | None = None
+    continue_from: ContinueFrom = "end"
+    input: str | None = None
+    fork: bool = False
+    regenerate: bool = False
+    replace_original: bool | None = None
+    # a person's decisions on a paused run's tool calls, by tool_call_id
+    tools: dict[str, Decision] | None = None
+    # edits to the messages before the boundary: the continue makes a new run (a fork)
+    edits: list[EditRequest] = []
+    model: str | None = None
+    background: bool = False
+
+
+def checked_decisions(
+    agent: Agent, pending: list[ToolCall], decisions: Mapping[str, Decision]
+) -> dict[str, Decision]:
+    """A person's decisions on the paused calls `pending`, each checked: it names one of
+    them, and edited arguments fit the tool's schema (an edit that changes nothing is a
+    plain approval, so the transcript says what really happened)."""
+    calls = {c.id: c for c in pending}
+    if unknown := set(decisions) - set(calls):
+        raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+    checked: dict[str, Decision] = {}
+    for call_id, decision in decisions.items():
+        call = calls[call_id]
+        if isinstance(decision, Approve) and decision.arguments == call.arguments:
+            decision = True
+        elif isinstance(decision, Approve):
+            tool_calls.check_arguments(agent, call, decision.arguments)
+        checked[call_id] = decision
+    return checked
+
+
+class Continuation:
+    def __init__(
+        self,
+        storage: Storage,
+        host: PluginHost,
+        leases: Leases,
+        queries: Queries,
+        sessions: Sessions,
+        executor: Executor,
+    ) -> None:
+        self.storage = storage
+        self.host = host
+        self.leases = leases
+        self.queries = queries
+        self.sessions = sessions
+        self.executor = executor
+
+    async def start(
+        self, request: ContinueRun, stream: bool, claim: KeyClaim | None = None
+    ) -> RunHandle:
+        """Resume a run in place, or start a new run from one of its boundaries; the write
+        that does answers `claim`, if the request came with an Idempotency-Key.
+
+        `regenerate` re-answers the run's final answer in a new run (tool work is kept)
+        and, unless `replace_original` is False, marks the source REGENERATED. `tools` maps
+        the tool_call_id of a paused call to a person's decision (`runpoint.core.types.Decision`):
+        run it, with edited arguments perhaps; do not, saying why perhaps; or its result.
+        """
+        source = await self.source(request.run_id, request.session_id, request.agent_id)
+        agent = self.queries.agent(source.agent_id)
+        self._refuse_contradictions(request, source)
+        index = await self._requested_boundary(request, source)
+        in_place = (
+            index == source.message_count
+            and not request.fork
+            and not request.regenerate
+            and not request.edits
+            and source.status in RESUMABLE
+        )
+        # in place, the loop picks up whatever the tail holds (a paused batch, say);
+        # a new run starts from a whole boundary
+        index, last_turn = await continue_points.whole(self.storage, source, index)
+        if request.tools and not (in_place and source.status is RunStatus.PAUSED):
+            if source.status in IN_FLIGHT:  # another continue of the paused run won the race
+                raise Conflict(f"run {source.run_id} is in flight; it is no longer paused")
+            raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
+        if in_place:
+            pending = transcript.unanswered_calls(last_turn)
+            return await self._resume(agent, source, pending, request, stream, claim)
+        return await self._branch(agent, source, index, request, stream, claim)
+
+    async def source(self, run_id: str, session_id: str | None, agent_id: str | None) -> Run:
+        """The run to continue, once its session's lock (a rollback's, perhaps) is settled;
+        NotContinuable if it was rolled back out of its session."""
+        find = partial(self.queries.run, run_id, session_id=session_id, agent_id=agent_id)
+        source = await find()
+        session = await self.storage.get_session(source.session_id)
+        if session is not None and session.locked is not None:
+            await self.sessions.settle_lock(session)
+            source = await find()  # rolled back, perhaps
+        if source.hidden:
+            raise NotContinuable(
+                f"run {source.run_id} was rolled back out of its session; it is history only"
+            )
+        return source
+
+    def check(self, branch: Branch) -> None:
+        """Refuse what a new run cannot start with, before anything starts."""
+        if branch.input is not None and not branch.input.strip():
+            raise InvalidRequest("input must not be empty")
+        if branch.model is not None:
+            self.host.model(branch.model)  # unknown providers fail here
+
+    def _refuse_contradictions(self, request: ContinueRun, source: Run) -> None:
+        self.check(Branch(input=request.input, model=request.model))
+        if request.replace_original is not None and not request.regenerate:
+            raise InvalidRequest("replace_original applies only with regenerate")
+        if request.regenerate and (
+            request.input is not None
+            or request.fork
+            or request.continue_from != "end"
+            or request.edits
+        ):
+            raise InvalidRequest(
+                "regenerate chooses its own boundary and always makes a new run; "
+                "it takes no input, fork, continue_from or edits"
+            )
+
+    async def _requested_boundary(self, request: ContinueRun, source: Run) -> int:
+        if not request.regenerate:
+            return await continue_points.named(self.storage, source, request.continue_from)
+        index = await continue_points.before_final_answer(self.storage, source)
+        if index == source.message_count:
+            raise NotContinuable(f"run {source.run_id} has no final answer to regenerate")
+        return index
+
+    async def _resume(
+        self,
+        agent: Agent,
+        run: Run,
+        pending: list[ToolCall],
+        request: ContinueRun,
+        stream: bool,
+        claim: KeyClaim | None,
+    ) -> RunHandle:
+        """Pick the run up again where it stopped, with a new input or a person's decisions."""
+        self.executor.refuse_active(run)
+        decisions = checked_decisions(agent, pending, request.tools or {})
+        if pending and request.input is not None:
+            raise InvalidRequest(
+                "the run is waiting for tool decisions; send `tools`, not a new input"
+            )
+        new = [Message(role="user", content=request.input)] if request.input is not None else []
+        if request.model is not None:
+            run.model = request.model
+        if self.leases.is_held_elsewhere(run):
+            raise Conflict(f"run {run.run_id} is executing in another process")
+        # Claim the run, with its new input or the person's decisions (added to those of
+        # an earlier continue the batch still waits on): whoever executes it reads them
+        # from the run. A concurrent continue of it (here or in another process) read the
+        # same revision, and its claim now fails with Conflict.
+        run.error = None
+        run.message_count += len(new)
+        run.decisions = {**run.decisions, **decisions}
+        self.executor.accept(run, background=request.background, stream=stream)
+        await self.storage.save(run, new, None, answering=idempotency.answering(claim, run.run_id))
+        return await self.executor.begin(
+            agent,
+            run,
+            new,
+            stream=stream,
+            background=request.background,
+            resumed=True,
+        )
+
+    async def _branch(
+        self,
+        agent: Agent,
+        source: Run,
+        index: int,
+        request: ContinueRun,
+        stream: bool,
+        claim: KeyClaim | None,
+    ) -> RunHandle:
+        """A new run from the source's boundary `index`, pointing at its rows below it.
+        From the end of an ended run with nothing new, the model takes another turn, as
+        AgentOS continues a COMPLETED run."""
+        if request.regenerate and request.replace_original is not False:
+            if source.status in IN_FLIGHT:
+                raise Conflict(f"run {source.run_id} is in flight; it cannot be replaced yet")
+            source.status = RunStatus.REGENERATED
+            await self.storage.save(source, [], None)
+        branch = Branch(input=request.input, edits=request.edits, model=request.model)
+        run, rows, new = await self.fork(agent, source, index, branch)
+        if request.regenerate:
+            run.regenerated_from = source.run_id
+        self.executor.accept(run, background=request.background, stream=stream)
+        await self.storage.create_runs(
+            [run], {run.run_id: rows}, answering=idempotency.answering(claim, run.run_id)
+        )
+        return await self.executor.begin(
+            agent, run, new, stream=stream, background=request.background
+        )
+
+    async def fork(
+        self, agent: Agent, source: Run, index: int, branch: Branch
+    ) -> tuple[Run, list[Message], list[Message]]:
+        """A new run at the source's whole boundary `index`, not written yet: the run, the
+        rows it is born with (edited messages, its input), and its input."""
+        run_id = new_id()
+        new = [Message(role="user", content=branch.input)] if branch.input is not None else []
+        born = await edits.birth(self.storage, agent, source, index, branch.edits, run_id, new)
+        run = Run(
+            run_id=run_id,
+            session_id=source.session_id,
+            agent_id=source.agent_id,
+            team_id=source.team_id,
+            user_id=source.user_id,
+            input=branch.input if branch.input is not None else source.input,
+            model=branch.model or agent.model_name,
+            policy=agent.checkpoint,
+            segments=born.segments,
+            message_count=born.message_count,
+            previous_run_id=source.previous_run_id,
+            forked_from_run_id=source.run_id,
+            forked_from_message_index=index,
+            edits=born.edits,
+            instructions=branch.instructions,
+            decisions=born.decisions,
+        )
+        return run, born.rows, new

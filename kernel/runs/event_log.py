@@ -1,0 +1,82 @@
+"""An execution's events on their way to its run's event log.
+
+Each event takes the next `seq` as it comes, and nobody sees it before it is stored: a
+stream reads the log, so an id once sent is the same event for every reader in every
+process, even if this process dies the next moment. Events are written as soon as they
+come, in batches: those that came while the last write was going go together (a group
+commit), so a burst of text deltas costs a few writes, and a lone event one. A boundary
+(`writing`) takes the waiting events into its own transaction: the events that say a run
+stopped are stored with the status that says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+
+from runpoint.core.types import Run, RunEvent
+from runpoint.seams.storage import Storage
+
+log = logging.getLogger("runpoint.events")
+
+
+class EventLog:
+    def __init__(self, storage: Storage, run: Run, last_seq: int, stored: Callable[[], None]):
+        """The events of `run` (the execution's own `Run`, whose revision its writes
+        follow) from `last_seq` + 1 on; `stored` is called after each write."""
+        self.storage = storage
+        self.run = run
+        self.last_seq = last_seq  # the last seq given
+        self._stored = stored
+        self._waiting: list[RunEvent] = []
+        # one write at a time, boundaries included: each goes at the run's revision
+        self._writing = asyncio.Lock()
+        self._flush: asyncio.Task[None] | None = None
+
+    def add(self, event: RunEvent) -> None:
+        self.last_seq += 1
+        event.seq = self.last_seq
+        self._waiting.append(event)
+        if self._flush is None:
+            self._flush = asyncio.create_task(self._write_waiting(), name="event log")
+
+    @contextlib.asynccontextmanager
+    async def writing(self) -> AsyncIterator[list[RunEvent]]:
+        """The events waiting, for a boundary that writes them: announced if it succeeds,
+        dropped if it fails (nobody saw them; they told of a write that did not happen)."""
+        async with self._writing:
+            events, self._waiting = self._waiting, []
+            yield events
+        if events:
+            self._stored()
+
+    async def close(self) -> None:
+        """Write what waits (the execution is over)."""
+        while (flush := self._flush) is not None:
+            await flush
+
+    async def _write_waiting(self) -> None:
+        try:
+            while self._waiting:
+                async with self._writing:
+                    events, self._waiting = self._waiting, []
+                    if not events:
+                        continue
+                    written = await self._append(events)
+                if written:
+                    self._stored()
+                # else: another writer took the run over; this execution's next save fails
+        finally:
+            self._flush = None
+
+    async def _append(self, events: list[RunEvent]) -> bool:
+        """Append between boundaries; a failure costs these events (the run goes on: its
+        next boundary either writes, or fails the execution), never the run."""
+        try:
+            return await self.storage.append_events(self.run, events)
+        except Exception:
+            first, last = events[0].seq, events[-1].seq
+            log.exception("events %d-%d of run %s were lost", first, last, self.run.run_id)
+            return False

@@ -1,0 +1,399 @@
+"""The run loop: model turn -> tool batch -> policy -> durable write -> next turn.
+
+The next step is read off the transcript's tail, so a new run, a fork, a resume after a
+pause and a resume after a crash all enter the loop the same way:
+- the last assistant turn has tool calls without results: run that batch;
+- the last assistant turn is a final answer: the run is complete;
+- otherwise (a user message, or a finished batch): ask the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from runpoint.core import transcript
+from runpoint.core.group_commit import GroupCommit
+from runpoint.core.types import (
+    Checkpoint,
+    Decision,
+    Message,
+    Run,
+    RunEvent,
+    RunStatus,
+    Timing,
+    ToolCall,
+    new_id,
+    now,
+    stopwatch,
+)
+from runpoint.durable.leases import Leases
+from runpoint.runs import tool_calls
+from runpoint.runs.event_log import EventLog
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import RunHooks
+from runpoint.seams.model import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+)
+from runpoint.seams.policy import BatchCall, Boundary, BoundaryKind, CheckpointPolicy
+from runpoint.seams.storage import Storage
+
+
+@dataclass
+class Execution:
+    """One execution of a run: its collaborators and its in-memory state."""
+
+    agent: Agent
+    model: Model
+    policy_name: str
+    policy: CheckpointPolicy
+    storage: Storage
+    leases: Leases
+    hook: RunHooks
+    run: Run
+    events: EventLog
+    watched: bool  # whether the client that started it streams it (the vendor's deltas)
+    incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
+    history: list[Message] = field(default_factory=list)  # earlier runs, as context
+    transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
+    unsaved: list[Message] = field(default_factory=list)
+    model_memo: dict[Any, Any] = field(default_factory=dict)  # see ModelRequest.memo
+    # a person's decisions on the paused batch (by tool_call_id), as written with the run
+    decisions: Mapping[str, Decision] = field(default_factory=dict, init=False)
+    cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
+    resumed: bool = False
+    model_turns: int = 0  # this execution's
+    tool_batches: int = 0
+    # those of the transcript as loaded (a fork's inherited prefix, earlier executions'):
+    # a policy sees counts over the whole transcript. Counted in the messages the loop
+    # reads whole anyway, so nothing is stored that could disagree with the transcript.
+    turns_before: int = 0
+    batches_before: int = 0
+    call_ids: set[str] = field(default_factory=set)  # the transcript's, each once
+
+    async def execute(self) -> Run:
+        accepted = self.run.status is RunStatus.PENDING
+        self.decisions = dict(self.run.decisions)
+        self.run.status = RunStatus.RUNNING
+        self.run.error = None
+        self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
+        self.hook.runpoint_run_started(run=self.run)
+        try:
+            await self.load_context()
+            announce(self.hook, self.run, self.incoming)
+            if accepted:  # a run accepted in the background: it is RUNNING from here on
+                await self.save(checkpoint=None)
+            while True:
+                if calls := transcript.unanswered_calls(self.transcript):
+                    records = await self.tool_records(calls)
+                    self.run.in_doubt = [
+                        c.id
+                        for c in calls
+                        if c.id in records and records[c.id] is None and c.id not in self.decisions
+                    ]
+                    if self.run.in_doubt or tool_calls.undecided(self.agent, calls, self.decisions):
+                        if self.cancelled():  # accepted while the run waited: it wins
+                            return await self.finish(RunStatus.CANCELLED, "RunCancelled")
+                        return await self.pause(calls)
+                    await self.tool_batch(calls, records)
+                elif self.transcript and self.transcript[-1].role == "assistant":
+                    return await self.finish(RunStatus.COMPLETED, "RunCompleted")
+                elif self.cancelled():  # it stops where all is whole
+                    return await self.finish(RunStatus.CANCELLED, "RunCancelled")
+                elif self.model_turns >= self.agent.max_turns:
+                    self.run.error = f"the run reached its limit of {self.agent.max_turns} turns"
+                    return await self.finish(RunStatus.ERROR, "RunError")
+                else:
+                    await self.model_turn()
+        except Exception as exc:  # a model or tool-infrastructure failure ends the run
+            self.run.error = f"{type(exc).__name__}: {exc}"
+            return await self.finish(RunStatus.ERROR, "RunError")
+
+    # -- steps -------------------------------------------------------------------
+
+    async def load_context(self) -> None:
+        """This run's transcript so far, and the transcripts of the runs it follows in
+        its session (oldest first, each cut where it was whole)."""
+        run = self.run
+        written = run.message_count - len(self.incoming)  # the incoming are in hand already
+        self.transcript = [
+            *await self.storage.read_messages(run.segments, written),
+            *self.incoming,
+        ]
+        self.turns_before, self.batches_before = transcript.turns_and_batches(self.transcript)
+        self.call_ids = transcript.call_ids(self.transcript)
+        previous, depth = run.previous_run_id, self.agent.history_runs
+        while previous is not None and (depth is None or depth > 0):
+            earlier = await self.storage.get_run(previous)
+            if earlier is None:
+                break
+            messages = await self.storage.read_messages(earlier.segments, earlier.message_count)
+            self.history[:0] = messages[: transcript.safe_boundary(messages, len(messages))]
+            previous = earlier.previous_run_id
+            depth = None if depth is None else depth - 1
+
+    async def model_turn(self) -> None:
+        self.event("ModelRequestStarted", model=self.model.name)
+        instructions = self.run.instructions
+        request = ModelRequest(
+            instructions=self.agent.instructions if instructions is None else instructions,
+            messages=self.history + self.transcript,
+            tools=[t.schema for t in self.agent.tool_map.values()],
+            watched=self.watched,
+            memo=self.model_memo,
+        )
+        took = stopwatch()
+        try:
+            response = await self.respond(request)
+        except Exception as exc:
+            self.hook.runpoint_model_turn_done(
+                run=self.run, model=self.model.name, message=None, error=exc, timing=took()
+            )
+            raise
+        timing = took()
+        self.model_turns += 1
+        message = Message(
+            role="assistant",
+            content=response.content,
+            tool_calls=response.tool_calls or None,
+            usage=response.usage,
+            model=self.model.name,
+        )
+        self.append(message)
+        self.hook.runpoint_model_turn_done(
+            run=self.run, model=self.model.name, message=message, error=None, timing=timing
+        )
+        self.event("ModelRequestCompleted", usage=response.usage)
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """The model's turn, its deltas passed on as events as they come."""
+        response: ModelResponse | None = None
+        async for chunk in self.model.stream(request):
+            if isinstance(chunk, TextDelta):
+                self.event("RunContent", content=chunk.text)
+            elif isinstance(chunk, ToolCallDelta):
+                self.event("ToolCallDelta", **msgspec.structs.asdict(chunk))
+            else:
+                response = chunk
+        if response is None:
+            raise RuntimeError(f"model {self.model.name} ended its turn without a response")
+        tool_calls.check_ids(self.model.name, response.tool_calls, self.call_ids)
+        self.call_ids.update(c.id for c in response.tool_calls)
+        return response
+
+    async def tool_records(self, calls: list[ToolCall]) -> dict[str, Message | None]:
+        """What is recorded of these calls' side effects. Only a batch this execution
+        found under way (it has had no model turn yet) can have records."""
+        if self.model_turns:
+            return {}
+        return await self.storage.tool_records(self.run.run_id, [c.id for c in calls])
+
+    async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
+        for call in calls:
+            self.event("ToolCallStarted", tool=tool_calls.info(call, self.decisions.get(call.id)))
+        # Durably first, in one write: the intent of each side-effecting call starting now,
+        # and the decisions to run one, spent (a call runs once per decision; if its process
+        # dies in it, it is in doubt and a person decides again). Other decisions stay until
+        # the batch is done: applied again, they run nothing twice. A lost turn is simply
+        # asked again, unless one of its calls may have acted.
+        starting = [
+            c.id for c in calls if c.id not in records and tool_calls.is_recorded(self.agent, c)
+        ]
+        spent = {
+            c.id
+            for c in calls
+            if tool_calls.is_recorded(self.agent, c)
+            and tool_calls.approved(self.decisions.get(c.id))
+        }
+        if starting or spent:
+            self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
+            await self.save(checkpoint=None, intents=starting)
+        # each side effect's result is durable before its call counts as done; the results
+        # that finish while one write goes share the next, so a batch of any width holds
+        # one connection, not one a call
+        recorder: GroupCommit[Message, None] = GroupCommit(self.record_tool_results)
+        messages = await asyncio.gather(*(self.outcome(call, records, recorder) for call in calls))
+        for call, message in zip(calls, messages, strict=True):
+            self.append(message)
+            self.event(
+                "ToolCallCompleted",
+                tool=tool_calls.info(call, self.decisions.get(call.id))
+                | {"result": message.content, "tool_call_error": message.tool_call_error},
+            )
+        self.run.in_doubt = []
+        self.run.decisions = {}  # applied: cleared with the batch's results
+        self.tool_batches += 1
+        # the batch's turn, not the whole transcript: a batch's cost stays flat
+        last_turn = transcript.last_turn(self.transcript)
+        executions = transcript.tool_executions(self.transcript, start=last_turn)[-len(calls) :]
+        self.hook.runpoint_tool_batch_done(run=self.run, executions=executions)
+        await self.reach_boundary("tool_batch", calls)
+
+    async def outcome(
+        self,
+        call: ToolCall,
+        records: dict[str, Message | None],
+        recorder: GroupCommit[Message, None],
+    ) -> Message:
+        """The result of one call: replayed if it finished before, given by a person, or
+        from running it (then recorded, if it has side effects)."""
+        if (finished := records.get(call.id)) is not None:
+            return finished  # never run twice
+        decision = self.decisions.get(call.id)
+        ran: Timing | None = None  # how long the tool took, if it was called
+        if isinstance(decision, str):
+            result, failed = decision, False
+        elif refused := tool_calls.refusal(self.agent, call, decision, in_doubt=call.id in records):
+            result, failed = refused, True
+        else:
+            took = stopwatch()
+            result, failed = await tool_calls.run(self.agent, call, decision)
+            ran = took()
+        message = Message(
+            role="tool",
+            content=result,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            tool_args=tool_calls.arguments(call, decision),
+            tool_call_error=failed,
+            ruling=tool_calls.ruling(decision),
+        )
+        if ran is not None:
+            self.hook.runpoint_tool_call_done(run=self.run, message=message, timing=ran)
+        if call.id in records or tool_calls.is_recorded(self.agent, call):
+            await recorder.submit(message)
+        return message
+
+    async def record_tool_results(self, results: Sequence[Message]) -> list[None]:
+        await self.storage.record_tool_results(self.run.run_id, results)
+        return [None] * len(results)
+
+    def cancelled(self) -> bool:
+        """Whether a cancel was accepted for the run, here or in another process."""
+        return self.cancel_requested.is_set() or self.run.cancel_requested
+
+    async def pause(self, calls: list[ToolCall]) -> Run:
+        """Stop before a batch that needs a person's decision (a call to confirm, or one
+        that may or may not have run); continue with `tools` resumes here."""
+        self.run.status = RunStatus.PAUSED
+        waiting = {c.id for c in tool_calls.undecided(self.agent, calls, self.decisions)} | set(
+            self.run.in_doubt
+        )
+        self.event(
+            "RunPaused",
+            tools=[
+                # every call listed waits on a person: Agno's clients confirm what says so
+                tool_calls.info(c)
+                | {"in_doubt": c.id in self.run.in_doubt, "requires_confirmation": True}
+                for c in calls
+                if c.id in waiting
+            ],
+        )
+        await self.save(checkpoint=None)
+        self.hook.runpoint_run_finished(run=self.run)
+        return self.run
+
+    async def finish(self, status: RunStatus, event: str) -> Run:
+        self.run.status = status
+        if status is RunStatus.COMPLETED:
+            self.event("RunContentCompleted")
+        await self.reach_boundary("end", ending=event)
+        self.hook.runpoint_run_finished(run=self.run)
+        return self.run
+
+    # -- transcript and durability -----------------------------------------------
+
+    def append(self, message: Message) -> None:
+        self.transcript.append(message)
+        self.unsaved.append(message)
+        self.run.message_count = len(self.transcript)
+        if message.usage is not None:
+            self.run.usage = self.run.usage + message.usage
+        self.hook.runpoint_message_appended(
+            run=self.run, message=message, index=len(self.transcript) - 1
+        )
+
+    async def reach_boundary(
+        self, kind: BoundaryKind, batch: Sequence[ToolCall] = (), ending: str | None = None
+    ) -> None:
+        """Ask the policy; write the checkpoint and the messages it closes together, with
+        the events that tell of them (and `ending`, the event that ends the run, if any):
+        a stream never tells of a write that did not happen."""
+        # A run that failed mid-batch ends at the last whole boundary before it.
+        index = transcript.safe_boundary(self.transcript, len(self.transcript))
+        tools = self.agent.tool_map
+        boundary = Boundary(
+            kind=kind,
+            message_index=index,
+            model_turns=self.turns_before + self.model_turns,
+            tool_batches=self.batches_before + self.tool_batches,
+            agent=self.agent,
+            batch=tuple(
+                BatchCall(c.name, tools[c.name].effect if c.name in tools else None) for c in batch
+            ),
+        )
+        checkpoint = None
+        # an end where the run has a checkpoint already leaves that one (a client may hold
+        # its id): the run's status records the end
+        if (
+            self.policy.is_checkpoint(boundary)
+            and index != self.run.last_checkpoint_at_message_index
+        ):
+            last = self.transcript[index - 1] if index else None
+            checkpoint = Checkpoint(
+                checkpoint_id=new_id(),
+                run_id=self.run.run_id,
+                session_id=self.run.session_id,
+                message_index=index,
+                reason="end" if kind == "end" else "checkpoint",
+                policy=self.policy_name,
+                status=self.run.status,
+                message_id=last.id if last else None,
+                message_role=last.role if last else None,
+                message_preview=transcript.preview(last) if last else None,
+            )
+            self.run.last_checkpoint_at_message_index = index
+            self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
+        if ending is not None:
+            self.event(ending, content=self.content, error=self.run.error, usage=self.run.usage)
+        took = stopwatch()
+        await self.save(checkpoint)
+        if checkpoint is not None:
+            self.hook.runpoint_checkpoint_written(
+                run=self.run, checkpoint=checkpoint, timing=took()
+            )
+
+    @property
+    def content(self) -> str | None:
+        """The run's content: its last answer's."""
+        return transcript.final_content(self.transcript[self.run.own_start :])
+
+    async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
+        """A durable boundary, with the events waiting to be stored."""
+        self.leases.stamp(self.run)
+        self.run.content = self.content
+        self.run.updated_at = now()
+        async with self.events.writing() as events:
+            await self.storage.save(
+                self.run, self.unsaved, checkpoint, intents=intents, events=events
+            )
+        self.unsaved = []
+
+    def event(self, name: str, /, **data: Any) -> None:
+        self.events.add(RunEvent.of(self.run, name, **data))
+
+
+def announce(hook: RunHooks, run: Run, incoming: Sequence[Message]) -> None:
+    """Tell plugins about a run's input, written with the run (the last messages of its
+    `message_count`)."""
+    first = run.message_count - len(incoming)
+    for index, message in enumerate(incoming, first):
+        hook.runpoint_message_appended(run=run, message=message, index=index)
