@@ -12,6 +12,8 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from runpoint import hookimpl
 from runpoint.core.types import Checkpoint, Message, Run, Timing
 
@@ -42,6 +44,7 @@ class Instruments:
     checkpoint_seconds: Histogram
     model_seconds: Histogram
     tool_seconds: Histogram
+    model_tokens: Counter
 
     @classmethod
     def make(cls) -> Instruments:
@@ -105,6 +108,14 @@ class Instruments:
                 registry=r,
                 buckets=TOOL_BUCKETS,
             ),
+            model_tokens=Counter(
+                "runpoint_model_tokens",
+                "Tokens of model turns as the vendor reported them, by agent, model provider "
+                "and kind: input (every prompt token), output, and of input, cache_read "
+                "(read from the vendor's prompt cache) and cache_write (written to it)",
+                [*agent, "provider", "kind"],
+                registry=r,
+            ),
         )
 
 
@@ -133,11 +144,20 @@ class Metrics:
         self.instruments.checkpoint_seconds.labels(run.agent_id).observe(timing.seconds)
 
     @hookimpl
-    def runpoint_model_turn_done(self, run: Run, model: str, timing: Timing) -> None:
+    def runpoint_model_turn_done(
+        self, run: Run, model: str, message: Message | None, timing: Timing
+    ) -> None:
         # the provider, not the model: a continue may name any model string, and a label's
         # values must stay few
         provider = model.partition(":")[0]
-        self.instruments.model_seconds.labels(run.agent_id, provider).observe(timing.seconds)
+        made = self.instruments
+        made.model_seconds.labels(run.agent_id, provider).observe(timing.seconds)
+        if message is None or message.usage is None:
+            return
+        for kind, count in msgspec.structs.asdict(message.usage).items():
+            made.model_tokens.labels(run.agent_id, provider, kind.removesuffix("_tokens")).inc(
+                count
+            )
 
     @hookimpl
     def runpoint_tool_call_done(self, run: Run, message: Message, timing: Timing) -> None:

@@ -69,6 +69,12 @@ class Tracing:
         if message is not None and message.usage is not None:
             attributes["gen_ai.usage.input_tokens"] = message.usage.input_tokens
             attributes["gen_ai.usage.output_tokens"] = message.usage.output_tokens
+            # of the input tokens, as the semantic conventions count them; where there are any
+            cached = {
+                "gen_ai.usage.cache_read.input_tokens": message.usage.cache_read_tokens,
+                "gen_ai.usage.cache_creation.input_tokens": message.usage.cache_write_tokens,
+            }
+            attributes |= {k: v for k, v in cached.items() if v}
         self._span(run, f"chat {name}", timing, attributes, error=error, client=True)
 
     @hookimpl

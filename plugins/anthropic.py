@@ -33,6 +33,8 @@ MESSAGES = "/v1/messages"
 # `messages.create` refuses a single call that may take over 10 minutes, reckoning 128,000
 # tokens an hour; runpoint streams such a call instead
 LONGEST_SINGLE_CALL = 128_000 * 600 // 3600
+# a prompt cache entry that lives 5 minutes from its last read (the vendor's default)
+EPHEMERAL = {"type": "ephemeral"}
 # what `messages.stream` tells the vendor it is
 STREAM_HELPER_HEADERS = {
     "X-Stainless-Helper-Method": "stream",
@@ -65,6 +67,8 @@ class Claude(VendorModel["AsyncAnthropic"]):
             body["system"] = system
         if request.tools:
             body["tools"] = vm.claude_tools(request.tools)
+        if self.prompt_cache:
+            mark_breakpoints(body)
         # the SDK reads max_tokens (a single call's timeout grows with it)
         max_tokens = self.max_tokens or DEFAULT_MAX_TOKENS
         return as_written(body, model=self.id, max_tokens=max_tokens, messages=[])
@@ -124,6 +128,35 @@ class Claude(VendorModel["AsyncAnthropic"]):
                         yield ToolCallDelta(calls[event.index], event.delta.partial_json)
             message = await stream.get_final_message()
         yield vm.from_claude(message)
+
+
+def mark_breakpoints(body: dict[str, Any]) -> None:
+    """Mark the cache breakpoints of a Messages request (at most three of the four allowed).
+
+    Anthropic caches the prompt's prefix (tools, system, messages, in that order) up to a
+    block marked `cache_control`, and a breakpoint reads the longest prefix cached at it or
+    at any of the 20 blocks before it. Marked here: the end of the system prompt (or of the
+    tools), which every turn of the agent shares; the end of the prompt of the previous
+    turn (the user turn before the last assistant turn), which that turn wrote, for a turn
+    that added more than 20 blocks; and the end of this prompt, which the next turn (or a
+    fork of this run from here) reads. A fork from checkpoint k sends its source's blocks
+    up to k as they were, so the lookback from its last breakpoint finds its source's."""
+    if "system" in body:
+        body["system"] = [{"type": "text", "text": body["system"], "cache_control": EPHEMERAL}]
+    elif "tools" in body:
+        body["tools"][-1] = body["tools"][-1] | {"cache_control": EPHEMERAL}
+    turns = body["messages"]
+    last_answer = next(
+        (i for i in range(len(turns) - 1, -1, -1) if turns[i]["role"] == "assistant"), 0
+    )
+    for i in {last_answer - 1, len(turns) - 1}:
+        if i >= 0 and turns[i]["content"]:
+            turns[i] = turns[i] | {"content": _marked_last(turns[i]["content"])}
+
+
+def _marked_last(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    # the blocks are the memo's (`vm.each_once`): the marked one is a copy
+    return [*blocks[:-1], blocks[-1] | {"cache_control": EPHEMERAL}]
 
 
 @hookimpl

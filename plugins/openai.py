@@ -39,6 +39,19 @@ class _OpenAIModel(VendorModel["AsyncOpenAI"]):
 
         return AsyncOpenAI(**options)
 
+    def _cache_key(self, request: ModelRequest) -> str | None:
+        """The `prompt_cache_key` of a turn: the id of its conversation's first message.
+
+        OpenAI caches every prompt's prefix by itself (from 1,024 tokens on, in steps of
+        128), on the machine a request is routed to; requests with one key go to the same
+        machines. The prefix is the same from turn to turn, since each message is written
+        the same way every time. A session's runs (which carry its history) share their
+        first message, and so does a fork with its source: all of them share a key, so a
+        fork's prompt reaches the machines that cached its source's."""
+        if not self.prompt_cache or not request.messages:
+            return None
+        return request.messages[0].id
+
 
 @dataclass
 class OpenAIResponses(_OpenAIModel):
@@ -52,6 +65,7 @@ class OpenAIResponses(_OpenAIModel):
             instructions=request.instructions,
             temperature=self.temperature,
             max_output_tokens=self.max_tokens,
+            prompt_cache_key=self._cache_key(request),
         )
         if request.tools:
             body["tools"] = vm.responses_tools(request.tools)
@@ -93,6 +107,7 @@ class OpenAIChat(_OpenAIModel):
             messages=vm.chat_messages(request.instructions, request.messages, request.memo),
             temperature=self.temperature,
             max_completion_tokens=self.max_tokens,
+            prompt_cache_key=self._cache_key(request),
         )
         if request.tools:
             body["tools"] = vm.chat_tools(request.tools)

@@ -138,8 +138,16 @@ def from_responses(response: Response) -> ModelResponse:
     return ModelResponse(
         content=response.output_text or None,
         tool_calls=calls,
-        usage=Usage(usage.input_tokens, usage.output_tokens) if usage else None,
+        usage=openai_usage(usage.input_tokens, usage.output_tokens, usage.input_tokens_details)
+        if usage
+        else None,
     )
+
+
+def openai_usage(prompt: int, output: int, details: object | None) -> Usage:
+    """OpenAI's counts, the prompt's cached tokens among them (its details may be missing
+    from a server that only speaks the API)."""
+    return Usage(prompt, output, cache_read_tokens=getattr(details, "cached_tokens", None) or 0)
 
 
 # -- OpenAI Chat Completions --------------------------------------------------------
@@ -199,7 +207,11 @@ def from_chat(completion: ChatCompletion) -> ModelResponse:
     return ModelResponse(
         content=message.content or None,
         tool_calls=calls,
-        usage=Usage(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+        usage=openai_usage(
+            usage.prompt_tokens, usage.completion_tokens, usage.prompt_tokens_details
+        )
+        if usage
+        else None,
     )
 
 
@@ -266,10 +278,7 @@ def from_claude(message: ClaudeMessage) -> ModelResponse:
     text = "".join(b.text for b in message.content if b.type == "text")
     calls = [tool_call(b.id, b.name, b.input) for b in message.content if b.type == "tool_use"]
     u = message.usage
+    read, written = u.cache_read_input_tokens or 0, u.cache_creation_input_tokens or 0
     # cached prompt tokens are input tokens too; the vendor counts them apart
-    input_tokens = (
-        u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0)
-    )
-    return ModelResponse(
-        content=text or None, tool_calls=calls, usage=Usage(input_tokens, u.output_tokens)
-    )
+    usage = Usage(u.input_tokens + read + written, u.output_tokens, read, written)
+    return ModelResponse(content=text or None, tool_calls=calls, usage=usage)

@@ -38,6 +38,9 @@ class VendorModel(ABC, Generic[Client]):
     # stream the vendor call (deltas reach clients as they come) or make one plain call;
     # a turn nobody watches is one plain call either way
     streaming: bool = True
+    # let the vendor cache the prompt's prefix across turns, the way each vendor does (see
+    # its model): a cached token is billed at a fraction of an input token's price
+    prompt_cache: bool = True
 
     provider: ClassVar[str]  # the prefix of the model string, "openai" in "openai:gpt-5.4"
     sdk: ClassVar[str]  # the SDK's module, and the runpoint extra that installs it

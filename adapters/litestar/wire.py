@@ -38,6 +38,9 @@ class RunMetrics(msgspec.Struct, gc=False):
     # a run's, in seconds; null for a message, and for what runpoint does not measure
     duration: float | None = None
     time_to_first_token: float | None = None
+    # of input_tokens: read from the vendor's prompt cache, and written to it (Agno's names)
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 class Function(msgspec.Struct, gc=False):
@@ -227,7 +230,14 @@ class ConfigOut(msgspec.Struct):
 def metrics(usage: Usage | None, duration: float | None = None) -> RunMetrics:
     usage = usage or Usage()
     total = usage.input_tokens + usage.output_tokens
-    return RunMetrics(usage.input_tokens, usage.output_tokens, total, duration)
+    return RunMetrics(
+        usage.input_tokens,
+        usage.output_tokens,
+        total,
+        duration,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+    )
 
 
 def provider(model_name: str | None) -> str | None:

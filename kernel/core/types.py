@@ -72,12 +72,22 @@ IN_FLIGHT = frozenset({RunStatus.PENDING, RunStatus.RUNNING})  # someone execute
 
 
 class Usage(msgspec.Struct, omit_defaults=True, gc=False):
+    """Tokens a model turn (or a run's turns) took. `input_tokens` counts every prompt
+    token; of them, `cache_read_tokens` were read from the vendor's prompt cache and
+    `cache_write_tokens` written to it (each billed at its own rate). Zeros are not stored,
+    so a row written before the cache fields reads as no cache use."""
+
     input_tokens: int = 0
     output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
-            self.input_tokens + other.input_tokens, self.output_tokens + other.output_tokens
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
         )
 
 

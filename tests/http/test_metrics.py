@@ -53,7 +53,10 @@ async def test_a_scrape_after_runs_counts_them_and_their_latencies() -> None:
             ("broken", "Paris"),  # its model fails
         ]:
             data = {"message": message, "stream": "false"}
-            assert (await client.post(f"/agents/{agent_id}/runs", data=data)).status_code == 200
+            answer = await client.post(f"/agents/{agent_id}/runs", data=data)
+            assert answer.status_code == 200
+            if agent_id == "travel-agent":
+                counted = answer.json()["metrics"]
         scrape = await client.get("/metrics")
     assert scrape.status_code == 200
     assert scrape.headers["content-type"].startswith("text/plain; version=")
@@ -71,6 +74,10 @@ async def test_a_scrape_after_runs_counts_them_and_their_latencies() -> None:
     travel, provider = {"agent_id": "travel-agent"}, {"provider": "scripted"}
     assert value(samples, "runpoint_model_call_seconds_count", **travel, **provider) == 3
     assert value(samples, "runpoint_model_call_seconds_count", agent_id="broken", **provider) == 1
+    for kind in ("input", "output", "cache_read", "cache_write"):  # as the run counted them
+        tokens = value(samples, "runpoint_model_tokens_total", **travel, **provider, kind=kind)
+        assert tokens == counted[f"{kind}_tokens"]
+    assert counted["input_tokens"] > 0
     tool = {"tool": "get_population"}
     assert value(samples, "runpoint_tool_call_seconds_count", **travel, **tool) == 2
     # the booking was not made: nobody confirmed it

@@ -42,7 +42,8 @@ def on_the_wire(m: Message) -> dict[str, Any]:
         ]
     if m.usage:
         total = m.usage.input_tokens + m.usage.output_tokens
-        said["metrics"] = msgspec.to_builtins(m.usage) | {
+        said["metrics"] = {"cache_read_tokens": 0, "cache_write_tokens": 0} | {
+            **msgspec.to_builtins(m.usage),
             "total_tokens": total,
             "duration": None,
             "time_to_first_token": None,

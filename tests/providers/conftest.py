@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from runpoint.plugins.openai import OpenAIChat, OpenAIResponses
 from runpoint.plugins.vendor_model import VendorModel
 from runpoint.seams.agent import Agent
 from tests.providers import wire
+from tests.providers.caching import ClaudeCache, OpenAICache
 from tests.providers.loopback import Loopback, Reply, Request
 
 MODEL_IDS = {"openai": "gpt-5.4", "openai-chat": "gpt-4o", "anthropic": "claude-sonnet-4-6"}
@@ -24,13 +26,13 @@ MODEL_IDS = {"openai": "gpt-5.4", "openai-chat": "gpt-4o", "anthropic": "claude-
 
 @pytest.fixture
 def openai_server() -> Iterator[Loopback]:
-    with Loopback(wire.openai) as server:
+    with Loopback(partial(wire.openai, cache=OpenAICache())) as server:
         yield server
 
 
 @pytest.fixture
 def anthropic_server() -> Iterator[Loopback]:
-    with Loopback(wire.anthropic) as server:
+    with Loopback(partial(wire.anthropic, cache=ClaudeCache())) as server:
         yield server
 
 

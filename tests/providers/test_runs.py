@@ -42,6 +42,11 @@ def _args(arguments: dict[str, Any]) -> str:
     return json.dumps(arguments, separators=(",", ":"))
 
 
+def marked(block: dict[str, Any]) -> dict[str, Any]:
+    """A block marked as an Anthropic cache breakpoint."""
+    return block | {"cache_control": {"type": "ephemeral"}}
+
+
 # What each API was sent on the last turn: the tools, and the whole converted history.
 EXPECTED: dict[str, dict[str, Any]] = {
     "openai": {
@@ -128,7 +133,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
         ],
     },
     "anthropic": {
-        "system": "Use get_population for each city.",
+        # breakpoints: the system prompt, the previous turn's prompt and this one
+        "system": [marked({"type": "text", "text": "Use get_population for each city."})],
         "tools": [
             {"name": "get_population", "description": DESCRIPTION, "input_schema": PARAMETERS}
         ],
@@ -156,12 +162,14 @@ EXPECTED: dict[str, dict[str, Any]] = {
                         "content": "2.1M",
                         "is_error": False,
                     },
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": "call_2",
-                        "content": ATLANTIS_ERROR,
-                        "is_error": True,
-                    },
+                    marked(
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "call_2",
+                            "content": ATLANTIS_ERROR,
+                            "is_error": True,
+                        }
+                    ),
                 ],
             },
             {
@@ -173,12 +181,14 @@ EXPECTED: dict[str, dict[str, Any]] = {
             {
                 "role": "user",
                 "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": "call_3",
-                        "content": "13.9M",
-                        "is_error": False,
-                    }
+                    marked(
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "call_3",
+                            "content": "13.9M",
+                            "is_error": False,
+                        }
+                    )
                 ],
             },
         ],

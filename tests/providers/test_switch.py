@@ -12,6 +12,7 @@ from runpoint.core.types import RunStatus, Usage
 from tests.conftest import OpenRunpoint
 from tests.providers import wire
 from tests.providers.conftest import Api, travel_agent
+from tests.providers.test_runs import marked
 from tests.providers.wire import Turn
 
 pytestmark = pytest.mark.memory  # storage is not the subject here
@@ -30,7 +31,8 @@ def source_script(call_id: str) -> list[Turn]:
 
 
 def converted_prefix(provider: str, call_id: str) -> dict[str, Any]:
-    """The source run's first three messages as the other vendor must receive them."""
+    """The source run's first three messages as the other vendor must receive them (to
+    Anthropic, with the breakpoints of a turn after one assistant turn)."""
     args = {"city": "Paris"}
     if provider == "openai":
         return {
@@ -65,9 +67,9 @@ def converted_prefix(provider: str, call_id: str) -> dict[str, Any]:
             ]
         }
     return {
-        "system": INSTRUCTIONS,
+        "system": [marked({"type": "text", "text": INSTRUCTIONS})],
         "messages": [
-            {"role": "user", "content": [{"type": "text", "text": QUESTION}]},
+            {"role": "user", "content": [marked({"type": "text", "text": QUESTION})]},
             {
                 "role": "assistant",
                 "content": [
@@ -78,12 +80,14 @@ def converted_prefix(provider: str, call_id: str) -> dict[str, Any]:
             {
                 "role": "user",
                 "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": call_id,
-                        "content": "2.1M",
-                        "is_error": False,
-                    }
+                    marked(
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": call_id,
+                            "content": "2.1M",
+                            "is_error": False,
+                        }
+                    )
                 ],
             },
         ],

@@ -8,9 +8,11 @@ The shapes follow the vendors' API references (and the SDKs' types): Responses
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.providers.caching import ClaudeCache, Counted, OpenAICache, TooManyBreakpoints, tokens
 from tests.providers.loopback import Reply, Request
 
 
@@ -18,7 +20,18 @@ from tests.providers.loopback import Reply, Request
 class Turn:
     text: str | None = None
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)  # id, name, args
-    usage: tuple[int, int] = (10, 5)  # input, output tokens
+    # input, output tokens; None: as the vendor counts them (tests.providers.caching)
+    usage: tuple[int, int] | None = None
+
+    def output_tokens(self) -> int:
+        if self.usage is not None:
+            return self.usage[1]
+        return tokens((self.text or "").encode() + json.dumps(self.calls).encode())
+
+
+def counted(turn: Turn, count: Callable[[], Counted]) -> Counted:
+    """The turn's scripted input tokens (nothing cached), else the server's count."""
+    return count() if turn.usage is None else Counted(turn.usage[0])
 
 
 def _halves(text: str) -> list[str]:
@@ -35,14 +48,21 @@ def _words(text: str) -> list[str]:
 # -- OpenAI (one server answers both APIs, by path) --------------------------------
 
 
-def openai(turn: Turn, request: Request) -> Reply:
+def openai(turn: Turn, request: Request, cache: OpenAICache | None = None) -> Reply:
+    """The reply to `request`, its prompt cached in `cache` (a server's own)."""
     stream = bool(request.body.get("stream"))
+    cache = cache or OpenAICache()
+    usage = counted(turn, lambda: cache.count(request.path, request.body))
     if request.path.endswith("/chat/completions"):
-        return Reply(events=_chat_chunks(turn)) if stream else Reply(body=_chat_completion(turn))
-    return Reply(events=_response_events(turn)) if stream else Reply(body=_response(turn))
+        if stream:
+            return Reply(events=_chat_chunks(turn, usage))
+        return Reply(body=_chat_completion(turn, usage))
+    if stream:
+        return Reply(events=_response_events(turn, usage))
+    return Reply(body=_response(turn, usage))
 
 
-def _response(turn: Turn, status: str = "completed") -> dict[str, Any]:
+def _response(turn: Turn, usage: Counted, status: str = "completed") -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if turn.text is not None:
         output.append(_message_item(turn.text))
@@ -60,10 +80,10 @@ def _response(turn: Turn, status: str = "completed") -> dict[str, Any]:
         "error": None,
         "incomplete_details": None,
         "usage": {
-            "input_tokens": turn.usage[0],
-            "output_tokens": turn.usage[1],
-            "total_tokens": sum(turn.usage),
-            "input_tokens_details": {"cached_tokens": 0},
+            "input_tokens": usage.prompt,
+            "output_tokens": turn.output_tokens(),
+            "total_tokens": usage.prompt + turn.output_tokens(),
+            "input_tokens_details": {"cached_tokens": usage.read},
             "output_tokens_details": {"reasoning_tokens": 0},
         }
         if status == "completed"
@@ -93,9 +113,9 @@ def _call_item(call_id: str, name: str, args: dict[str, Any], done: bool = True)
     }
 
 
-def _response_events(turn: Turn) -> list[tuple[str | None, Any]]:
+def _response_events(turn: Turn, usage: Counted) -> list[tuple[str | None, Any]]:
     events: list[dict[str, Any]] = [
-        {"type": "response.created", "response": _response(turn, "in_progress")},
+        {"type": "response.created", "response": _response(turn, usage, "in_progress")},
     ]
     index = 0
     if turn.text is not None:
@@ -146,11 +166,11 @@ def _response_events(turn: Turn) -> list[tuple[str | None, Any]]:
             {"type": "response.output_item.done", "output_index": index, "item": _call_item(*call)}
         )
         index += 1
-    events.append({"type": "response.completed", "response": _response(turn)})
+    events.append({"type": "response.completed", "response": _response(turn, usage)})
     return [(e["type"], e | {"sequence_number": n}) for n, e in enumerate(events)]
 
 
-def _chat_completion(turn: Turn) -> dict[str, Any]:
+def _chat_completion(turn: Turn, usage: Counted) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": turn.text, "refusal": None}
     if turn.calls:
         message["tool_calls"] = [
@@ -170,19 +190,20 @@ def _chat_completion(turn: Turn) -> dict[str, Any]:
                 "logprobs": None,
             }
         ],
-        "usage": _chat_usage(turn),
+        "usage": _chat_usage(turn, usage),
     }
 
 
-def _chat_usage(turn: Turn) -> dict[str, int]:
+def _chat_usage(turn: Turn, usage: Counted) -> dict[str, Any]:
     return {
-        "prompt_tokens": turn.usage[0],
-        "completion_tokens": turn.usage[1],
-        "total_tokens": sum(turn.usage),
+        "prompt_tokens": usage.prompt,
+        "completion_tokens": turn.output_tokens(),
+        "total_tokens": usage.prompt + turn.output_tokens(),
+        "prompt_tokens_details": {"cached_tokens": usage.read},
     }
 
 
-def _chat_chunks(turn: Turn) -> list[tuple[str | None, Any]]:
+def _chat_chunks(turn: Turn, usage: Counted) -> list[tuple[str | None, Any]]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {
             "id": "chatcmpl-1",
@@ -204,17 +225,24 @@ def _chat_chunks(turn: Turn) -> list[tuple[str | None, Any]]:
             for piece in _halves(json.dumps(args))
         ]
     chunks.append(chunk({}, "tool_calls" if turn.calls else "stop"))
-    usage = chunk({}) | {"choices": [], "usage": _chat_usage(turn)}
-    return [(None, c) for c in [*chunks, usage]] + [(None, "[DONE]")]
+    last = chunk({}) | {"choices": [], "usage": _chat_usage(turn, usage)}
+    return [(None, c) for c in [*chunks, last]] + [(None, "[DONE]")]
 
 
 # -- Anthropic Messages -------------------------------------------------------------
 
 
-def anthropic(turn: Turn, request: Request) -> Reply:
+def anthropic(turn: Turn, request: Request, cache: ClaudeCache | None = None) -> Reply:
+    """The reply to `request`, its prompt cached in `cache` (a server's own)."""
+    try:
+        usage = counted(turn, lambda: (cache or ClaudeCache()).count(request.body))
+    except TooManyBreakpoints as exc:
+        return Reply(
+            400, {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
+        )
     if request.body.get("stream"):
-        return Reply(events=_claude_events(turn))
-    return Reply(body=_claude_message(turn))
+        return Reply(events=_claude_events(turn, usage))
+    return Reply(body=_claude_message(turn, usage))
 
 
 def _claude_blocks(turn: Turn) -> list[dict[str, Any]]:
@@ -222,7 +250,7 @@ def _claude_blocks(turn: Turn) -> list[dict[str, Any]]:
     return blocks + [{"type": "tool_use", "id": i, "name": n, "input": a} for i, n, a in turn.calls]
 
 
-def _claude_message(turn: Turn, done: bool = True) -> dict[str, Any]:
+def _claude_message(turn: Turn, usage: Counted, done: bool = True) -> dict[str, Any]:
     return {
         "id": "msg_01",
         "type": "message",
@@ -231,13 +259,18 @@ def _claude_message(turn: Turn, done: bool = True) -> dict[str, Any]:
         "content": _claude_blocks(turn) if done else [],
         "stop_reason": ("tool_use" if turn.calls else "end_turn") if done else None,
         "stop_sequence": None,
-        "usage": {"input_tokens": turn.usage[0], "output_tokens": turn.usage[1] if done else 1},
+        "usage": {
+            "input_tokens": usage.prompt - usage.read - usage.written,
+            "cache_read_input_tokens": usage.read,
+            "cache_creation_input_tokens": usage.written,
+            "output_tokens": turn.output_tokens() if done else 1,
+        },
     }
 
 
-def _claude_events(turn: Turn) -> list[tuple[str | None, Any]]:
+def _claude_events(turn: Turn, usage: Counted) -> list[tuple[str | None, Any]]:
     events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": _claude_message(turn, False)}
+        {"type": "message_start", "message": _claude_message(turn, usage, False)}
     ]
     for index, block in enumerate(_claude_blocks(turn)):
         if block["type"] == "text":
@@ -257,7 +290,7 @@ def _claude_events(turn: Turn) -> list[tuple[str | None, Any]]:
                 "stop_reason": "tool_use" if turn.calls else "end_turn",
                 "stop_sequence": None,
             },
-            "usage": {"output_tokens": turn.usage[1]},
+            "usage": {"output_tokens": turn.output_tokens()},
         },
         {"type": "message_stop"},
     ]
