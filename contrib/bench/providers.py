@@ -37,6 +37,7 @@ from runpoint.facade import Runpoint
 from runpoint.runs.executor import RunHandle
 from runpoint.seams.agent import Agent, tool
 from tests.providers import wire
+from tests.providers.caching import ClaudeCache, OpenAICache
 from tests.providers.loopback import Reply, Request
 
 PROVIDERS = {"openai": "gpt-5.4", "openai-chat": "gpt-4o", "anthropic": "claude-sonnet-4-6"}
@@ -84,6 +85,10 @@ def next_turn(history: list[str]) -> wire.Turn:
     return wire.Turn("done")
 
 
+# the vendor's prompt caches, which bill its usage (tests.providers.caching)
+CLAUDE_CACHE, OPENAI_CACHE = ClaudeCache(), OpenAICache()
+
+
 class Vendor(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keeps connections open, as vendors do
     disable_nagle_algorithm = True  # or the body, written after the headers, waits ~40 ms
@@ -92,8 +97,10 @@ class Vendor(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         request = Request(self.path, {}, body)
         turn = next_turn(conversation(self.path, body))
-        render = wire.anthropic if self.path.endswith("/messages") else wire.openai
-        self._send(render(turn, request))
+        if self.path.endswith("/messages"):
+            self._send(wire.anthropic(turn, request, CLAUDE_CACHE))
+        else:
+            self._send(wire.openai(turn, request, OPENAI_CACHE))
 
     def _send(self, reply: Reply) -> None:
         if reply.events is not None:
@@ -105,7 +112,7 @@ class Vendor(BaseHTTPRequestHandler):
             content_type = "text/event-stream"
         else:
             data, content_type = json.dumps(reply.body).encode(), "application/json"
-        self.send_response(200)
+        self.send_response(reply.status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
