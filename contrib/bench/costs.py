@@ -101,7 +101,7 @@ async def main(providers: list[str], messages: int) -> None:
         f"{'written':>11} {'uncached':>11} {'read%':>6} {'read%>10':>7} {'billed':>13} "
         f"{'saved':>7}"
     )
-    with vendor_server(), tempfile.TemporaryDirectory() as tmp:
+    with vendor_server(counting=True), tempfile.TemporaryDirectory() as tmp:
         for provider in providers:
             off_run, off_middle = await bill(provider, messages, False, f"sqlite:///{tmp}/o.db")
             on_run, on_middle = await bill(provider, messages, True, f"sqlite:///{tmp}/c.db")
