@@ -28,7 +28,6 @@ from runpoint.core.types import (
     Segment,
     Session,
     new_id,
-    now,
 )
 from runpoint.durable import idempotency
 from runpoint.durable.leases import Leases
@@ -215,14 +214,14 @@ class Commands:
         if self.executor.cancel(run_id):
             return run
         if self.leases.is_held_elsewhere(run) and await self.storage.request_cancel(run_id):
-            run.cancel_requested = True
+            run.request_cancel()
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
             return run  # cancel is idempotent: an ended run answers as it is
+        in_doubt = None
         if run.status in IN_FLIGHT:  # its process died: say which calls it may have left
-            run.in_doubt = await continue_points.calls_in_doubt(self.storage, run)
-        run.status = RunStatus.CANCELLED
-        run.updated_at = now()
+            in_doubt = await continue_points.calls_in_doubt(self.storage, run)
+        run.cancel(in_doubt)
         self.leases.stamp(run)
         try:
             await self.storage.save(run, [], None)

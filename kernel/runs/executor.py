@@ -104,7 +104,7 @@ class Executor:
         """Ready an accepted run for its write: PENDING until its first step in the
         background (a client will poll), else RUNNING; held by this process if it will
         execute here, left to nobody if it goes to the queue."""
-        run.status = RunStatus.PENDING if background else RunStatus.RUNNING
+        run.accept(background=background)
         if self._queued(background, stream):
             self.leases.offer(run)
         else:
@@ -230,7 +230,7 @@ class Executor:
         run = await self.storage.get_run(job.run_id)
         if run is None or run.status is not RunStatus.PENDING:
             return  # cancelled, or taken by the lease watch
-        run.status = RunStatus.RUNNING
+        run.start()
         self.leases.stamp(run)
         try:
             await self.storage.save(run, [], None)
