@@ -58,48 +58,6 @@ class Edit(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Run(msgspec.Struct, omit_defaults=True):
-    """A run as stored. Its fields are set when it is made (`Run(...)`, or a copy by
-    `msgspec.structs.replace`); after that, only the transitions below change them.
-
-    Who changes a run (a field not listed is never changed once the run is made):
-
-    field                             transition          called by
-    --------------------------------  ------------------  -----------------------------------
-    status                            accept              Executor.accept
-                                      start               Execution.execute, Executor._take
-                                      recover             Leases._recover
-                                      end                 Execution.finish, Execution.pause,
-                                                          Leases._give_up
-                                      cancel              Commands.cancel
-                                      mark_regenerated    Continuation._branch
-    error                             start, end          (as for status)
-                                      continue_with       Continuation._resume
-    model, message_count              continue_with       Continuation._resume
-    message_count, usage              count_appended      Execution.append
-    decisions                         continue_with       Continuation._resume
-                                      spend_decisions     Execution.tool_batch
-                                      clear_batch         Execution.tool_batch
-    in_doubt                          mark_in_doubt       Execution.execute
-                                      clear_batch         Execution.tool_batch
-                                      cancel              Commands.cancel
-    last_checkpoint_at_message_index  mark_checkpoint     Execution.reach_boundary
-    content, updated_at               stamp_boundary      Execution.save
-    updated_at                        cancel              Commands.cancel
-    lease_owner, lease_expires_at     lease_to            Leases.stamp, Leases.offer,
-                                                          MemoryRuns.renew_leases
-    recoveries                        recover             Leases._recover
-    cancel_requested                  request_cancel      Commands.cancel,
-                                                          MemoryRuns.request_cancel
-    revision, cancel_requested        saved               the storages, once a write is made:
-                                                          sql transcripts.saved, Births.written,
-                                                          MemoryTranscripts._save
-    hidden                            hide                MemorySessions.rollback_session
-
-    The SQL storage changes `lease_expires_at`, `cancel_requested` and `hidden` in the
-    rows themselves (renew_leases, request_cancel, rollback_session); a writer reads them
-    back with `saved`.
-    """
-
     run_id: str
     session_id: str
     agent_id: str
@@ -150,6 +108,53 @@ class Run(msgspec.Struct, omit_defaults=True):
     def own_start(self) -> int:
         """Index of this run's first own message (0 unless it is a fork)."""
         return self.segments[-1].start if self.segments else 0
+
+    # -- transitions -----------------------------------------------------------------
+    # A run's fields are set when it is made (`Run(...)`, or a copy by
+    # `msgspec.structs.replace`); after that only these transitions change them, and a
+    # field not listed here is never changed. Who changes which:
+    #
+    # field                             transition        called by
+    # --------------------------------  ----------------  ---------------------------------
+    # status                            accept            Executor.accept
+    #                                   start             Execution.execute, Executor._take
+    #                                   recover           Leases._recover
+    #                                   end               Execution.finish, Execution.pause,
+    #                                                     Leases._give_up
+    #                                   cancel            Commands.cancel
+    #                                   mark_regenerated  Continuation._branch
+    # error                             start, recover,   (as for status)
+    #                                   end
+    #                                   continue_with     Continuation._resume
+    # model                             continue_with     Continuation._resume
+    # message_count                     continue_with     Continuation._resume
+    #                                   count_appended    BoundaryWriter.append
+    # usage                             count_appended    BoundaryWriter.append
+    # decisions                         continue_with     Continuation._resume
+    #                                   spend_decisions   Execution.tool_batch
+    #                                   clear_batch       Execution.tool_batch
+    # in_doubt                          mark_in_doubt     Execution.execute
+    #                                   clear_batch       Execution.tool_batch
+    #                                   cancel            Commands.cancel
+    # last_checkpoint_at_message_index  mark_checkpoint   BoundaryWriter.reach_boundary
+    # content                           stamp_boundary    BoundaryWriter.save
+    # updated_at                        stamp_boundary    BoundaryWriter.save
+    #                                   cancel            Commands.cancel
+    # lease_owner, lease_expires_at     lease_to          Leases.stamp, Leases.offer,
+    #                                                     MemoryRuns.renew_leases
+    # recoveries                        recover           Leases._recover
+    # cancel_requested                  request_cancel    Commands.cancel,
+    #                                                     MemoryRuns.request_cancel
+    #                                   saved             (as for revision)
+    # revision                          saved             the storages once they wrote it:
+    #                                                     sql.transcripts.saved,
+    #                                                     Births.written (sql),
+    #                                                     MemoryTranscripts._save
+    # hidden                            hide              MemorySessions.rollback_session
+    #
+    # The SQL storage changes `lease_expires_at`, `cancel_requested` and `hidden` in its
+    # rows (renew_leases, request_cancel, rollback_session); a writer reads the flag back
+    # with `saved`.
 
     # -- its status ----------------------------------------------------------------
 
