@@ -230,3 +230,19 @@ async def test_kept_documents_follow_what_another_runpoint_does_to_the_run(
 
         await elsewhere.delete_session(session_id)
         assert [r.status_code for r in await read()] == [404, 404, 404]
+
+
+async def test_each_app_keeps_its_own_documents(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documents are the app's: a second app over the same Runpoint makes its own."""
+    answer = await paused(client)
+    run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
+    path = f"/agents/booking-agent/runs/{run_id}"
+    counted = Counted(rp, monkeypatch, views=True)
+    transport = httpx.ASGITransport(app=build(rp))  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as other:
+        for reader in (client, client, other, other):
+            got = await reader.get(path, params={"session_id": session_id})
+            assert got.json() == answer.json()
+    assert counted.reads == 2  # once for each app
