@@ -13,6 +13,9 @@ from runpoint.sessions.lifecycle import Sessions
 
 @dataclass(frozen=True)
 class RunContext:
+    """The collaborators the executor, the continuation and the commands share (the
+    executor, built from it, is handed beside it to those that start runs)."""
+
     storage: Storage
     host: PluginHost
     leases: Leases
