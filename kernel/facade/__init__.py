@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Literal
 
+from runpoint.durable import LEASE_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.facade.runs import RunsFacade
 from runpoint.facade.sessions import SessionsFacade
@@ -55,7 +56,7 @@ class Runpoint(RunsFacade, SessionsFacade):
         host: PluginHost | None = None,
         busy_session: Literal["conflict", "wait"] = "conflict",
         busy_timeout: float = 30.0,
-        lease_seconds: float = 30.0,
+        lease_seconds: float = LEASE_SECONDS,
         max_recoveries: int = 3,
         recover: bool = True,
         execute_queued: bool = True,
