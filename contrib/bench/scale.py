@@ -56,7 +56,7 @@ from runpoint.core.types import (
     Session,
     new_id,
 )
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.agent import Agent, tool
 
@@ -145,7 +145,7 @@ async def worker(
         async def one() -> float:
             async with gate:
                 start = time.perf_counter()
-                await (await rp.create_run("bench", question)).result()
+                await (await rp.create_run(CreateRun(agent_id="bench", message=question))).result()
                 return time.perf_counter() - start
 
         # steady state, as in a server that has been up a while: the connection pool

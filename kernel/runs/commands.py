@@ -30,16 +30,13 @@ from runpoint.core.types import (
     new_id,
 )
 from runpoint.durable import idempotency
-from runpoint.durable.leases import Leases
 from runpoint.reads import continue_points
-from runpoint.reads.queries import Queries
+from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Continuation, ContinueRun
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
 from runpoint.runs.fan_out import FanOut, fan_out
 from runpoint.seams.agent import Agent
-from runpoint.seams.host import PluginHost
-from runpoint.seams.storage import Storage
-from runpoint.sessions.lifecycle import Sessions, fork_runs, forked_session
+from runpoint.sessions.lifecycle import fork_runs, forked_session
 
 
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -63,22 +60,18 @@ class ForkSession(msgspec.Struct, frozen=True, kw_only=True):
 class Commands:
     def __init__(
         self,
-        storage: Storage,
-        host: PluginHost,
-        leases: Leases,
-        queries: Queries,
-        sessions: Sessions,
+        context: RunContext,
         executor: Executor,
         *,
         busy_session: Literal["conflict", "wait"],
         busy_timeout: float,
     ) -> None:
-        self.storage = storage
-        self.leases = leases
-        self.queries = queries
-        self.sessions = sessions
+        self.storage = context.storage
+        self.leases = context.leases
+        self.queries = context.queries
+        self.sessions = context.sessions
         self.executor = executor
-        self.continuation = Continuation(storage, host, leases, queries, sessions, executor)
+        self.continuation = Continuation(context, executor)
         self.busy_session = busy_session
         self.busy_timeout = busy_timeout
 

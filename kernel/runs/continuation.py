@@ -25,17 +25,13 @@ from runpoint.core.types import (
     new_id,
 )
 from runpoint.durable import idempotency
-from runpoint.durable.leases import Leases
 from runpoint.reads import continue_points
 from runpoint.reads.continue_points import ContinueFrom
-from runpoint.reads.queries import Queries
 from runpoint.runs import edits, tool_calls
+from runpoint.runs.context import RunContext
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
 from runpoint.seams.agent import Agent
-from runpoint.seams.host import PluginHost
-from runpoint.seams.storage import Storage
-from runpoint.sessions.lifecycle import Sessions
 
 # statuses of a run that "continue from end" picks up again in place
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
@@ -91,20 +87,12 @@ def checked_decisions(
 
 
 class Continuation:
-    def __init__(
-        self,
-        storage: Storage,
-        host: PluginHost,
-        leases: Leases,
-        queries: Queries,
-        sessions: Sessions,
-        executor: Executor,
-    ) -> None:
-        self.storage = storage
-        self.host = host
-        self.leases = leases
-        self.queries = queries
-        self.sessions = sessions
+    def __init__(self, context: RunContext, executor: Executor) -> None:
+        self.storage = context.storage
+        self.host = context.host
+        self.leases = context.leases
+        self.queries = context.queries
+        self.sessions = context.sessions
         self.executor = executor
 
     async def start(

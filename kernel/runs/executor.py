@@ -16,16 +16,13 @@ import msgspec
 
 from runpoint.core.errors import Conflict
 from runpoint.core.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus
-from runpoint.durable.leases import Leases
-from runpoint.reads.queries import Queries
 from runpoint.reads.streams import Streams
+from runpoint.runs.context import RunContext
 from runpoint.runs.event_log import EventLog
 from runpoint.runs.execution import Execution, announce
 from runpoint.seams.agent import Agent
-from runpoint.seams.host import PluginHost
 from runpoint.seams.model import Model
 from runpoint.seams.runqueue import Measured, QueuedRun, RunQueue
-from runpoint.seams.storage import Storage
 
 POLL_SECONDS = 0.05  # how often a request waiting on another run's progress looks again
 
@@ -66,22 +63,15 @@ class RunHandle:
 
 
 class Executor:
-    def __init__(
-        self,
-        storage: Storage,
-        host: PluginHost,
-        leases: Leases,
-        queries: Queries,
-        queue: RunQueue | None,
-    ) -> None:
-        self.storage = storage
-        self.host = host
-        self.leases = leases
-        self.queries = queries
+    def __init__(self, context: RunContext, queue: RunQueue | None) -> None:
+        self.storage = context.storage
+        self.host = context.host
+        self.leases = context.leases
+        self.queries = context.queries
         self.queue = queue
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.streams = Streams(storage, POLL_SECONDS)
+        self.streams = Streams(context.storage, POLL_SECONDS)
 
     async def open(self, *, execute_queued: bool, recover: bool) -> None:
         """Take this process's share of the queue (if `execute_queued`), and with `recover`
