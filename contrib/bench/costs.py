@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from providers import PROVIDERS, echo, vendor_server
 
 from runpoint.core.types import RunStatus, Usage
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.anthropic import Claude
 from runpoint.plugins.openai import OpenAIChat, OpenAIResponses
 from runpoint.plugins.vendor_model import VendorModel
@@ -71,9 +71,12 @@ async def bill(provider: str, messages: int, cache: bool, database: str) -> tupl
     model = MODELS[provider](id=PROVIDERS[provider], prompt_cache=cache)
     agent = Agent(id="bench", model=model, tools=[echo], max_turns=10**6)
     async with Runpoint([agent], database=database) as rp:
-        run = await (await rp.create_run("bench", f"calls: {messages // 2 - 1}")).result()
+        asked = CreateRun(agent_id="bench", message=f"calls: {messages // 2 - 1}")
+        run = await (await rp.create_run(asked)).result()
         middle = await (
-            await rp.continue_run(run.run_id, continue_from=messages // 2, input="calls: 0")
+            await rp.continue_run(
+                ContinueRun(run_id=run.run_id, continue_from=messages // 2, input="calls: 0")
+            )
         ).result()
         turns = []
         for done in (run, middle):

@@ -15,7 +15,7 @@ import pytest
 
 from runpoint.adapters.litestar.sse import format_event
 from runpoint.core.types import Run, RunEvent, RunStatus, Usage
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.seams.agent import Agent
 from tests.conftest import OpenRunpoint
 from tests.providers.caching import canonical, claude_blocks
@@ -55,13 +55,13 @@ class Forked:
 
 async def run_and_fork(api: Api, runpoint: Runpoint) -> Forked:
     api.server.play(*SCRIPT)
-    handle = await runpoint.create_run("travel", QUESTION, stream=True)
+    handle = await runpoint.create_run(CreateRun(agent_id="travel", message=QUESTION), stream=True)
     events = [e async for e in handle.events()]
     source = await handle.result()
     assert source.status is RunStatus.COMPLETED, source.error
     api.server.play(Turn("Lagos 15.3M."))
     handle = await runpoint.continue_run(
-        source.run_id, continue_from=3, input="And Lagos?", stream=True
+        ContinueRun(run_id=source.run_id, continue_from=3, input="And Lagos?"), stream=True
     )
     assert [e async for e in handle.events()]
     fork = await handle.result()
@@ -183,7 +183,7 @@ async def test_an_agent_may_turn_caching_off(
     runpoint = await open_runpoint([agent(api, prompt_cache=False)])
     api.server.play(*SCRIPT)
 
-    run = await (await runpoint.create_run("travel", QUESTION)).result()
+    run = await (await runpoint.create_run(CreateRun(agent_id="travel", message=QUESTION))).result()
 
     assert run.status is RunStatus.COMPLETED, run.error
     bodies = [r.body for r in api.server.requests]
@@ -206,7 +206,7 @@ async def test_a_turn_that_adds_more_than_twenty_blocks_still_reads_the_last_pro
         Turn("Done."),
     )
 
-    run = await (await runpoint.create_run("travel", QUESTION)).result()
+    run = await (await runpoint.create_run(CreateRun(agent_id="travel", message=QUESTION))).result()
 
     assert run.status is RunStatus.COMPLETED, run.error
     first, second = [m.usage for m in (await runpoint.get_run(run.run_id)).messages if m.usage]
