@@ -16,6 +16,7 @@ from typing import Literal
 
 from runpoint.core.types import Checkpoint, Decision, Message, Run, RunEvent, Session, new_id
 from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outages
 from runpoint.reads import diffs
 from runpoint.reads.continue_points import ContinueFrom
 from runpoint.reads.diffs import Diff
@@ -28,7 +29,7 @@ from runpoint.runs.fan_out import FanOut
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.runqueue import Watched
-from runpoint.seams.storage import Migrated, Storage
+from runpoint.seams.storage import Diagnosed, Migrated, Storage
 from runpoint.sessions.checkpoints import SessionCheckpoints
 from runpoint.sessions.lifecycle import Sessions
 
@@ -87,7 +88,8 @@ class Runpoint:
         # get_run, snapshot and list_run_details with views for messages: for adapters
         # that encode what they read (see MessageView)
         self.views = self.queries.views
-        self.executor = Executor(storage, self.host, self.leases, self.queries, queue)
+        self.outages = Outages(storage)
+        self.executor = Executor(storage, self.host, self.leases, self.queries, queue, self.outages)
         self.commands = Commands(
             storage,
             self.host,
@@ -110,19 +112,23 @@ class Runpoint:
 
     async def readiness(self) -> dict[str, str]:
         """Whether this process can serve: each check "ok", or what is wrong. The
-        database answers a read; a backend with a schema has no migration pending; a run
-        queue, where there is one, is running."""
+        database answers a read (and a write, after writes failed for lack of space); a
+        backend with a schema has no migration pending; a run queue, where there is one,
+        takes jobs."""
         checks = {"database": "ok"}
         try:
-            await self.storage.get_session("readiness-probe")
+            if isinstance(self.storage, Diagnosed):
+                await self.storage.probe()
+            else:
+                await self.storage.get_session("readiness-probe")
             if isinstance(self.storage, Migrated):
                 pending = await self.storage.pending_migrations()
                 checks["migrations"] = f"not applied: {', '.join(pending)}" if pending else "ok"
         except Exception as exc:  # a probe reports what it met rather than fail
-            checks["database"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            said = self.outages.of(exc, counted=False) or f"{type(exc).__name__}: {exc}"
+            checks["database"] = str(said).splitlines()[0]
         if (queue := self.executor.queue) is not None:
-            running = not isinstance(queue, Watched) or queue.running
-            checks["queue"] = "ok" if running else "not running"
+            checks["queue"] = await queue.health() if isinstance(queue, Watched) else "ok"
         return checks
 
     def executing(self) -> Counter[str]:

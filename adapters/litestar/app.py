@@ -23,6 +23,7 @@ from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
 from runpoint.adapters.telemetry import observers
 from runpoint.adapters.tracing import Tracing
+from runpoint.core.errors import RunpointError
 from runpoint.facade import Runpoint
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
@@ -156,7 +157,14 @@ def _endpoint(rp: Runpoint, op: Operation, handler: Handler, keepalive: float) -
         )
 
     async def endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
-        reply = await handler(rp, **await inputs.read(request, op))
+        try:
+            reply = await handler(rp, **await inputs.read(request, op))
+        except RunpointError:
+            raise
+        except Exception as exc:  # the database's outage is no failure of the request
+            if (outage := rp.outages.of(exc)) is not None:
+                raise outage from exc
+            raise
         if isinstance(reply, Response):
             return reply
         if isinstance(reply, sse.EventStream):

@@ -32,6 +32,7 @@ from runpoint.core.types import (
     stopwatch,
 )
 from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outlast
 from runpoint.runs import tool_calls
 from runpoint.runs.event_log import EventLog
 from runpoint.seams.agent import Agent
@@ -57,6 +58,7 @@ class Execution:
     policy: CheckpointPolicy
     storage: Storage
     leases: Leases
+    outlast: Outlast  # retries the run's writes through an outage while the lease holds
     hook: RunHooks
     run: Run
     events: EventLog
@@ -194,7 +196,8 @@ class Execution:
         found under way (it has had no model turn yet) can have records."""
         if self.model_turns:
             return {}
-        return await self.storage.tool_records(self.run.run_id, [c.id for c in calls])
+        ids = [c.id for c in calls]
+        return await self.outlast(lambda: self.storage.tool_records(self.run.run_id, ids))
 
     async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
@@ -273,7 +276,8 @@ class Execution:
         return message
 
     async def record_tool_results(self, results: Sequence[Message]) -> list[None]:
-        await self.storage.record_tool_results(self.run.run_id, results)
+        # a result that ran must be stored: else the call is in doubt, a person's to decide
+        await self.outlast(lambda: self.storage.record_tool_results(self.run.run_id, results))
         return [None] * len(results)
 
     def cancelled(self) -> bool:
@@ -378,12 +382,16 @@ class Execution:
 
     async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
         """A durable boundary, with the events waiting to be stored."""
+        held = self.leases.held_until(self.run)  # as stored: this write renews it
         self.leases.stamp(self.run)
         self.run.content = self.content
         self.run.updated_at = now()
         async with self.events.writing() as events:
-            await self.storage.save(
-                self.run, self.unsaved, checkpoint, intents=intents, events=events
+            await self.outlast(
+                lambda: self.storage.save(
+                    self.run, self.unsaved, checkpoint, intents=intents, events=events
+                ),
+                held,
             )
         self.unsaved = []
 

@@ -17,6 +17,7 @@ import msgspec
 from runpoint.core.errors import Conflict
 from runpoint.core.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus
 from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outages, Outlast
 from runpoint.reads.queries import Queries
 from runpoint.reads.streams import Streams
 from runpoint.runs.event_log import EventLog
@@ -73,10 +74,12 @@ class Executor:
         leases: Leases,
         queries: Queries,
         queue: RunQueue | None,
+        outages: Outages,
     ) -> None:
         self.storage = storage
         self.host = host
         self.leases = leases
+        self.outages = outages
         self.queries = queries
         self.queue = queue
         self._active: dict[str, Execution] = {}
@@ -181,7 +184,10 @@ class Executor:
         """Execute a run here (claimed: no earlier writer can add to its event log now);
         `born`: just written, its event log is empty (nothing to ask the storage)."""
         last_seq = 0 if born else await self.storage.last_event_seq(run.run_id)
-        events = EventLog(self.storage, run, last_seq, lambda: self.streams.stored(run.run_id))
+        outlast = Outlast(self.outages, self.leases, run)
+        events = EventLog(
+            self.storage, run, last_seq, lambda: self.streams.stored(run.run_id), outlast
+        )
         execution = Execution(
             agent=agent,
             model=self._model(agent, run),
@@ -189,6 +195,7 @@ class Executor:
             policy=self.host.policy(agent),
             storage=self.storage,
             leases=self.leases,
+            outlast=outlast,
             hook=self.host.hook,
             run=run,
             events=events,
