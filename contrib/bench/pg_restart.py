@@ -43,6 +43,7 @@ class Drill:
         self.started: dict[str, float] = {}  # run_id -> when first seen past PENDING
         self.stop = asyncio.Event()  # the clients'
         self.settled = asyncio.Event()  # the watch's
+        self.back = float("inf")  # when the database was back
 
     async def client(self, n: int, http: httpx.AsyncClient) -> None:
         i = 0
@@ -63,10 +64,11 @@ class Drill:
             await asyncio.sleep(0.05)
 
     async def watch(self, http: httpx.AsyncClient) -> None:
-        """Poll the runs not yet seen started, to tell when each left PENDING."""
+        """Poll the runs accepted after the database was back and not yet seen started,
+        to tell when each left PENDING."""
         while not self.settled.is_set():
-            for run_id, (session_id, _) in list(self.runs.items()):
-                if run_id in self.started:
+            for run_id, (session_id, at) in list(self.runs.items()):
+                if run_id in self.started or at < self.back:
                     continue
                 state = await self.state(http, run_id, session_id)
                 if state is not None and state["status"] != "PENDING":
@@ -92,7 +94,7 @@ async def drill(base_url: str, server: postgres.TemporaryServer, args: argparse.
         await asyncio.to_thread(server.crash)
         await asyncio.sleep(args.down)
         await asyncio.to_thread(server.start_again)
-        back = time.monotonic()
+        back = d.back = time.monotonic()
         print("PostgreSQL is back", flush=True)
         await asyncio.sleep(args.load_after)
         d.stop.set()
@@ -119,6 +121,8 @@ async def drill(base_url: str, server: postgres.TemporaryServer, args: argparse.
     after = [d.started[r] - back for r, (_, at) in d.runs.items() if at > back and r in d.started]
     print(f"answers during the drill (status: count): {answers_under_load}")
     print(f"runs accepted: {len(d.runs)}; settled as {dict(statuses)}")
+    accepted = [at - back for _, at in d.runs.values() if at > back]
+    print(f"database back -> first run accepted: {min(accepted, default=float('nan')):.1f} s")
     first = f"{min(after):.1f} s" if after else "none started"
     print(f"database back -> first background run accepted after it started: {first}")
     print(f"calls put in doubt: {in_doubt}")

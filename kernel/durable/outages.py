@@ -57,8 +57,10 @@ class Outages:
                 if (outage := self.of(exc)) is None:
                     raise
                 if now() + pause >= until:
+                    log.warning("a write failed (%s); given up: the lease ends", outage)
                     raise outage from exc
-                log.warning("a write failed (%s); retrying in %.1f s", outage, pause)
+                if pause == FIRST_PAUSE:  # once a write, not at every attempt
+                    log.warning("a write failed (%s); retrying", outage)
             await asyncio.sleep(pause)
             pause = min(pause * 2, LAST_PAUSE)
 

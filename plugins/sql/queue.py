@@ -20,6 +20,7 @@ import msgspec
 from pgqueuer import AsyncpgPoolDriver, Job, Queries, QueueManager
 from pgqueuer.domain.schema.declaration import target
 from pgqueuer.domain.settings import db_settings
+from pgqueuer.ports.driver import NotifyCallback
 from sqlalchemy.engine import make_url
 
 from runpoint.seams.runqueue import QueuedRun
@@ -37,26 +38,54 @@ def entrypoint(agent_id: str) -> str:
 
 
 # how long the consumer waits for a NOTIFY before it looks for jobs anyway (pgqueuer's
-# default is 30 s): a lost listening connection, or a database back from a restart, is
-# noticed within about this long
-POLL = timedelta(seconds=5)
+# default is 30 s): while its listening connection is being replaced (the database
+# restarted, say), jobs are still taken this often
+POLL = timedelta(seconds=2)
 LISTENER_TIMEOUT = timedelta(seconds=2)  # for readiness: a NOTIFY heard back within
+RETRY_SECONDS = 1.0
 
 
 class _Driver(AsyncpgPoolDriver):
-    """pgqueuer's pool driver, which on leaving resets its listening connection: one the
-    server cut is already back in the pool, and asyncpg refuses (InterfaceError). Then it
-    is let go of, so that the next start listens on a new connection (else every start
-    fails on it again, and the queue never takes a job)."""
+    """pgqueuer's pool driver, whose LISTEN outlives its connection: pgqueuer keeps one
+    listening connection for as long as it runs, and one the server cut (a restart) would
+    never hear a NOTIFY again (asyncpg has already taken it back: pgqueuer's reset of it
+    on leaving fails too, and the next start would fail on it for ever). When it closes,
+    the channels are listened to again on a new connection, as soon as there is one."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        super().__init__(pool)
+        self._channels: dict[str, NotifyCallback] = {}
+        self._listening_again: asyncio.Task[None] | None = None
+
+    async def add_listener(self, channel: str, callback: NotifyCallback) -> None:
+        await super().add_listener(channel, callback)
+        self._channels[channel] = callback
+        assert self._listener_connection is not None
+        self._listener_connection.add_termination_listener(self._lost)
+
+    def _lost(self, connection: object) -> None:
+        self._listener_connection = None  # asyncpg took it back to the pool
+        if not self._shutdown.is_set() and self._channels:
+            self._listening_again = asyncio.create_task(self._listen_again())
+
+    async def _listen_again(self) -> None:
+        channels, self._channels = self._channels, {}
+        while not self._shutdown.is_set():
+            try:
+                for channel, callback in channels.items():
+                    await self.add_listener(channel, callback)
+                return
+            except (asyncpg.InterfaceError, asyncpg.PostgresError, OSError, TimeoutError):
+                await asyncio.sleep(RETRY_SECONDS)
 
     async def __aexit__(self, *exc: object) -> None:
+        self._channels = {}
+        if self._listening_again is not None:
+            self._listening_again.cancel()
         try:
             await super().__aexit__(*exc)
         except (asyncpg.InterfaceError, asyncpg.PostgresError, OSError):
-            listener, self._listener_connection = self._listener_connection, None
-            if listener is not None:
-                with contextlib.suppress(asyncpg.InterfaceError, asyncpg.PostgresError, OSError):
-                    await self._pool.release(listener)
+            self._listener_connection = None  # lost: the next start listens anew
 
 
 class PgQueue:
@@ -66,14 +95,14 @@ class PgQueue:
         self._queries: Queries | None = None
         self._manager: QueueManager | None = None
         self._consuming: asyncio.Task[None] | None = None
-        self._closing = False
         self._jobs: set[asyncio.Task[object]] = set()
 
     async def open(
         self, agent_ids: Collection[str], execute: Callable[[QueuedRun], Awaitable[None]]
     ) -> None:
-        # two connections at least: pgqueuer keeps one to LISTEN on
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=2, max_size=4, timeout=5)
+        # two connections at least: pgqueuer keeps one to LISTEN on. None kept open idle:
+        # the pool would retry them (logging each try) while the database is down
+        self._pool = await asyncpg.create_pool(self.dsn, min_size=0, max_size=4, timeout=5)
         self._queries = Queries(_Driver(self._pool))
         if not agent_ids:
             return
@@ -81,7 +110,7 @@ class PgQueue:
         await manager.verify_structure()  # fail at start-up, not in the background
 
         async def take(job: Job) -> None:
-            if self._closing:  # its run is left to the lease watch
+            if manager.shutdown.is_set():  # closing: its run is left to the lease watch
                 return
             task = asyncio.current_task()
             assert task is not None and job.payload is not None
@@ -96,26 +125,22 @@ class PgQueue:
         self._consuming = asyncio.create_task(self._consume(manager), name="run queue")
 
     async def _consume(self, manager: QueueManager) -> None:
-        """Take jobs until closed; started again after each failure (a lost database
-        connection, or a listening connection that stopped hearing: pgqueuer's own
-        probe ends the run), on new connections."""
-        while not self._closing:
+        """Take jobs until closed; started again after a failure (a lost database
+        connection)."""
+        while not manager.shutdown.is_set():
             try:
                 # one job at a time: a batch would go to whichever process asked first
-                await manager.run(
-                    batch_size=1, dequeue_timeout=POLL, shutdown_on_listener_failure=True
-                )
+                await manager.run(batch_size=1, dequeue_timeout=POLL)
             except Exception as exc:  # a lost database connection must not end the consumer
                 log.warning(
                     "run queue stopped (%s: %s); starting it again", type(exc).__name__, exc
                 )
-                await asyncio.sleep(1)
-            if not self._closing:
-                manager.shutdown.clear()
+                await asyncio.sleep(RETRY_SECONDS)
 
     async def health(self) -> str:
-        """ "ok" once a NOTIFY sent now is heard by the consumer's listening connection
-        (where this process takes jobs; else once its pool answers)."""
+        """Whether it takes jobs: "ok" once a NOTIFY sent now is heard back on the
+        consumer's listening connection (where this process takes jobs; else once its pool
+        answers), or what keeps it from it."""
         if self._pool is None:
             return "not open"
         try:
@@ -126,11 +151,11 @@ class PgQueue:
             else:
                 await self._manager.listener_healthy(LISTENER_TIMEOUT)
         except Exception as exc:
-            return f"not consuming: {type(exc).__name__}: {exc}".splitlines()[0][:200]
+            said = str(exc).splitlines()[0][:200] if str(exc) else "no NOTIFY heard back"
+            return f"not consuming: {type(exc).__name__}: {said}"
         return "ok"
 
     async def close(self) -> None:
-        self._closing = True
         if self._manager is not None and self._consuming is not None:
             self._manager.shutdown.set()
             for task in list(self._jobs):  # their runs keep their leases: the lease watch has them
