@@ -56,12 +56,14 @@ class _Driver(AsyncpgPoolDriver):
         super().__init__(pool)
         self._channels: dict[str, NotifyCallback] = {}
         self._listening_again: asyncio.Task[None] | None = None
+        self.listening = asyncio.Event()  # set once a channel is listened to
 
     async def add_listener(self, channel: str, callback: NotifyCallback) -> None:
         await super().add_listener(channel, callback)
         self._channels[channel] = callback
         assert self._listener_connection is not None
         self._listener_connection.add_termination_listener(self._lost)
+        self.listening.set()
 
     def _lost(self, connection: object) -> None:
         self._listener_connection = None  # asyncpg took it back to the pool
@@ -103,7 +105,8 @@ class PgQueue:
         # two connections at least: pgqueuer keeps one to LISTEN on. None kept open idle:
         # the pool would retry them (logging each try) while the database is down
         self._pool = await asyncpg.create_pool(self.dsn, min_size=0, max_size=4, timeout=5)
-        self._queries = Queries(_Driver(self._pool))
+        driver = _Driver(self._pool)
+        self._queries = Queries(driver)
         if not agent_ids:
             return
         manager = self._manager = QueueManager(self._queries)
@@ -123,6 +126,9 @@ class PgQueue:
         for agent_id in agent_ids:
             manager.entrypoint(entrypoint(agent_id))(take)
         self._consuming = asyncio.create_task(self._consume(manager), name="run queue")
+        # ready once it hears of new jobs (if it cannot, readiness says so)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(driver.listening.wait(), LISTENER_TIMEOUT.total_seconds())
 
     async def _consume(self, manager: QueueManager) -> None:
         """Take jobs until closed; started again after a failure (a lost database
