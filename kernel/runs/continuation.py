@@ -135,11 +135,25 @@ class Continuation:
         if request.tools and not (in_place and source.status is RunStatus.PAUSED):
             if source.status in IN_FLIGHT:  # another continue of the paused run won the race
                 raise Conflict(f"run {source.run_id} is in flight; it is no longer paused")
+            if await self._decided_meanwhile(request, source):
+                raise Conflict(
+                    f"run {source.run_id} is no longer paused: another request decided its "
+                    f"calls and it went on (it is {source.status.value} now)"
+                )
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
             pending = transcript.unanswered_calls(last_turn)
             return await self._resume(agent, source, pending, request, stream, claim)
         return await self._branch(agent, source, index, request, stream, claim)
+
+    async def _decided_meanwhile(self, request: ContinueRun, source: Run) -> bool:
+        """Whether decisions meant to resume the run in place name calls it made: then it
+        was paused on them, and another request resumed it first (a lost race, not a bad
+        request)."""
+        if request.continue_from != "end" or request.fork or request.regenerate or request.edits:
+            return False
+        messages = await self.storage.read_messages(source.segments, source.message_count)
+        return not set(request.tools or ()).isdisjoint(transcript.call_ids(messages))
 
     async def source(self, run_id: str, session_id: str | None, agent_id: str | None) -> Run:
         """The run to continue, once its session's lock (a rollback's, perhaps) is settled;
