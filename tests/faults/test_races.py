@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx
@@ -70,7 +70,7 @@ async def race(
     return await asyncio.gather(*(request(c, run) for c in clients for _ in range(each)))
 
 
-def assert_lost_as_conflicts(answers: list[httpx.Response], winners: set[int]) -> None:
+def assert_lost_as_conflicts(answers: Sequence[httpx.Response], winners: set[int]) -> None:
     statuses = Counter(a.status_code for a in answers)
     assert set(statuses) <= winners | {409}, [(a.status_code, a.text) for a in answers]
     for answer in answers:
