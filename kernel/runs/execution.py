@@ -89,7 +89,7 @@ class Execution:
         self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
         self.hook.runpoint_run_started(run=self.run)
         try:
-            await self.load_context()
+            await self.outlast(self.load_context)
             announce(self.hook, self.run, self.incoming)
             if accepted:  # a run accepted in the background: it is RUNNING from here on
                 await self.save(checkpoint=None)
@@ -116,6 +116,8 @@ class Execution:
                 else:
                     await self.model_turn()
         except Exception as exc:  # a model or tool-infrastructure failure ends the run
+            if self.outlast.outages.of(exc) is not None:
+                raise  # the database's, not the run's: the lease watch resumes it later
             self.run.error = f"{type(exc).__name__}: {exc}"
             return await self.finish(RunStatus.ERROR, "RunError")
 
@@ -125,6 +127,7 @@ class Execution:
         """This run's transcript so far, and the transcripts of the runs it follows in
         its session (oldest first, each cut where it was whole)."""
         run = self.run
+        self.history = []  # read anew if a read failed part way (an outage)
         written = run.message_count - len(self.incoming)  # the incoming are in hand already
         self.transcript = [
             *await self.storage.read_messages(run.segments, written),

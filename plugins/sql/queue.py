@@ -41,6 +41,9 @@ def entrypoint(agent_id: str) -> str:
 # default is 30 s): while its listening connection is being replaced (the database
 # restarted, say), jobs are still taken this often
 POLL = timedelta(seconds=2)
+# a job picked whose process stopped heart-beating (died, or lost its connection to the
+# database between taking the job and starting its run) is offered again after this
+STALE = timedelta(seconds=5)
 LISTENER_TIMEOUT = timedelta(seconds=2)  # for readiness: a NOTIFY heard back within
 RETRY_SECONDS = 1.0
 
@@ -136,7 +139,7 @@ class PgQueue:
         while not manager.shutdown.is_set():
             try:
                 # one job at a time: a batch would go to whichever process asked first
-                await manager.run(batch_size=1, dequeue_timeout=POLL)
+                await manager.run(batch_size=1, dequeue_timeout=POLL, heartbeat_timeout=STALE)
             except Exception as exc:  # a lost database connection must not end the consumer
                 log.warning(
                     "run queue stopped (%s: %s); starting it again", type(exc).__name__, exc
