@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from typing import Literal
 
 from runpoint.core.types import Checkpoint, Decision, Message, Run, RunEvent, Session, new_id
+from runpoint.durable import LEASE_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
 from runpoint.reads import diffs
@@ -44,7 +45,7 @@ class Runpoint:
         host: PluginHost | None = None,
         busy_session: Literal["conflict", "wait"] = "conflict",
         busy_timeout: float = 30.0,
-        lease_seconds: float = 30.0,
+        lease_seconds: float = LEASE_SECONDS,
         max_recoveries: int = 3,
         recover: bool = True,
         execute_queued: bool = True,

@@ -21,6 +21,7 @@ from litestar.types import FileInfo, PathType
 
 from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
+from runpoint.adapters.settings import DEFAULTS
 from runpoint.adapters.telemetry import observers
 from runpoint.adapters.tracing import Tracing
 from runpoint.core.errors import RunpointError
@@ -36,7 +37,6 @@ from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
 Endpoint = Callable[[Request[Any, Any, Any]], Awaitable[Response[Any]]]
-DEFAULT_MAX_BODY_BYTES = 10_000_000
 
 
 def create_app(
@@ -45,8 +45,8 @@ def create_app(
     database: str,
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
+    max_body_bytes: int = DEFAULTS.max_body_bytes,
+    keepalive_seconds: float = DEFAULTS.keepalive_seconds,
     **options: Any,
 ) -> Litestar:
     """The app serving `agents` from `database` (a URL: the CLI gives its default);
@@ -69,8 +69,8 @@ def build(
     *,
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
+    max_body_bytes: int = DEFAULTS.max_body_bytes,
+    keepalive_seconds: float = DEFAULTS.keepalive_seconds,
 ) -> Litestar:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
