@@ -53,6 +53,14 @@ def pg() -> Iterator[postgres.TemporaryServer]:
         server.stop()
 
 
+def started(database: str, counter: Path) -> Server:
+    """`runpoint serve` of the booker agent on `database`, its leases LEASE_SECONDS."""
+    server = Server(database, counter)
+    server.argv[server.argv.index("--lease-seconds") + 1] = str(LEASE_SECONDS)
+    server.start()
+    return server
+
+
 class Load:
     """Clients creating background runs until stopped, counting the answers by status."""
 
@@ -117,9 +125,7 @@ async def test_runs_outlive_postgresql_stopped_and_started_again(
     pg: postgres.TemporaryServer, tmp_path: Path
 ) -> None:
     counter = tmp_path / "bookings.txt"
-    server = Server(pg.url, counter)
-    server.argv[server.argv.index("--lease-seconds") + 1] = str(LEASE_SECONDS)
-    server.start()
+    server = started(pg.url, counter)
     try:
         load = Load(server.url)
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
@@ -219,9 +225,7 @@ async def test_runs_outlive_their_connections_cut_mid_transaction(
 ) -> None:
     proxy = CuttingProxy(pg.port)
     counter = tmp_path / "bookings.txt"
-    server = Server(pg.url.replace(f":{pg.port}/", f":{proxy.port}/"), counter)
-    server.argv[server.argv.index("--lease-seconds") + 1] = str(LEASE_SECONDS)
-    server.start()
+    server = started(pg.url.replace(f":{pg.port}/", f":{proxy.port}/"), counter)
     try:
         load = Load(server.url)
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
