@@ -116,7 +116,7 @@ class Execution:
                 else:
                     await self.model_turn()
         except Exception as exc:  # a model or tool-infrastructure failure ends the run
-            if self.outlast.outages.of(exc) is not None:
+            if self.outlast.outages.of(exc, counted=False) is not None:
                 raise  # the database's, not the run's: the lease watch resumes it later
             self.run.error = f"{type(exc).__name__}: {exc}"
             return await self.finish(RunStatus.ERROR, "RunError")
