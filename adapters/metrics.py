@@ -41,6 +41,7 @@ class Instruments:
     runs_active: Gauge
     queue_depth: Gauge
     recoveries: Counter
+    storage_failures: Counter
     checkpoint_seconds: Histogram
     model_seconds: Histogram
     tool_seconds: Histogram
@@ -87,6 +88,13 @@ class Instruments:
                 agent,
                 registry=r,
             ),
+            storage_failures=Counter(
+                "runpoint_storage_failures",
+                "Requests and writes that met the database down (unavailable) or its disk "
+                "full (full)",
+                ["kind"],
+                registry=r,
+            ),
             checkpoint_seconds=Histogram(
                 "runpoint_checkpoint_write_seconds",
                 "How long writing a checkpoint (with the messages it closes) took",
@@ -124,6 +132,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self._made: Instruments | None = None
+        self._failures: dict[str, int] = {}  # the storage failures counted so far, by kind
 
     @property
     def instruments(self) -> Instruments:
@@ -175,4 +184,8 @@ class Metrics:
         if (queued := await rp.queued()) is not None:
             for agent_id in rp.agents.keys() | queued.keys():
                 made.queue_depth.labels(agent_id).set(queued.get(agent_id, 0))
+        for kind in ("unavailable", "full"):
+            met = rp.outages.counts[kind]
+            made.storage_failures.labels(kind).inc(met - self._failures.get(kind, 0))
+            self._failures[kind] = met
         return generate_latest(made.registry), CONTENT_TYPE_LATEST

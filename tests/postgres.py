@@ -55,6 +55,7 @@ class TemporaryServer:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+        self.options = ""
 
     def _run(self, *args: str) -> None:
         command = [str(self.bin_dir / args[0]), *args[1:]]
@@ -72,8 +73,17 @@ class TemporaryServer:
         if not self.durable:
             options += " -c fsync=off -c full_page_writes=off"
         options += "".join(f" -c {name}={value}" for name, value in self.settings.items())
-        self._run("pg_ctl", "-D", str(self.data), "-o", options, "-w", "-l", "log", "start")
+        self.options = options
+        self.start_again()
         return self.url
+
+    def crash(self) -> None:
+        """Stop the server as a crash would (`pg_ctl stop -m immediate`): every connection
+        cut, the data kept for `start_again`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
+
+    def start_again(self) -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-o", self.options, "-w", "-l", "log", "start")
 
     def stop(self) -> None:
         try:

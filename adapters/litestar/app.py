@@ -25,6 +25,7 @@ from runpoint.adapters.auth import Auth
 from runpoint.adapters.settings import DEFAULTS
 from runpoint.adapters.telemetry import observers
 from runpoint.adapters.tracing import Tracing
+from runpoint.core.errors import RunpointError
 from runpoint.facade import Runpoint
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
@@ -159,7 +160,14 @@ def _endpoint(rp: Runpoint, op: Operation, given: Given, keepalive: float) -> En
         )
 
     async def endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
-        reply = await handler(rp, **state, **await inputs.read(request, op))
+        try:
+            reply = await handler(rp, **state, **await inputs.read(request, op))
+        except RunpointError:
+            raise
+        except Exception as exc:  # the database's outage is no failure of the request
+            if (outage := rp.outages.of(exc)) is not None:
+                raise outage from exc
+            raise
         if isinstance(reply, Response):
             return reply
         if isinstance(reply, sse.EventStream):

@@ -28,6 +28,8 @@ from runpoint.core.errors import (
     NotContinuable,
     NotFound,
     RunpointError,
+    StorageFull,
+    Unavailable,
 )
 
 from .wire import encode
@@ -46,6 +48,8 @@ STATUS: dict[type[RunpointError], tuple[int, str]] = {
     NotContinuable: (409, "NOT_CONTINUABLE"),
     Conflict: (409, "CONFLICT"),
     Locked: (423, "LOCKED"),
+    StorageFull: (507, "STORAGE_FULL"),
+    Unavailable: (503, "DATABASE_UNAVAILABLE"),
 }
 _HTTP_CODES = {
     401: "UNAUTHENTICATED",
@@ -109,6 +113,10 @@ def on_runpoint_error(request: Request[Any, Any, Any], exc: RunpointError) -> Re
         # another team's: the run dialect answers as if it did not exist
         exc = NotFound(f"{exc.kind} {exc.id} not found")
     status, code = next(v for t, v in STATUS.items() if isinstance(exc, t))
+    if isinstance(exc, Unavailable):  # the client may come back: when
+        return error_response(
+            request, status, code, str(exc), {"Retry-After": str(exc.retry_after)}
+        )
     return error_response(request, status, code, str(exc))
 
 

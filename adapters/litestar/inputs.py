@@ -112,6 +112,8 @@ async def _body(request: Request[Any, Any, Any], op: Operation) -> tuple[Mapping
     if media_type in FORMS and media_type in op.body_types:
         return await _form_fields(request, media_type), True
     if not await request.body():
+        if op.body_required:
+            raise HttpError(422, "VALIDATION_ERROR", "the body is required")
         return {}, True
     raise HttpError(
         415,

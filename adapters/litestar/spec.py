@@ -58,6 +58,7 @@ class Operation:
     fields: tuple[Field, ...]
     inputs: type[msgspec.Struct]  # validates every field at once
     body_types: tuple[str, ...]  # accepted media types; empty: no body
+    body_required: bool  # an empty body is refused (the document's requestBody.required)
     status: int  # the success status
     public: bool  # callable without credentials (its `security` is empty)
 
@@ -123,8 +124,10 @@ class _Resolver:
         ]
         names = {wire: wire.lower().replace("-", "_") for wire, *_ in inputs}
         body_types: tuple[str, ...] = ()
+        body_required = False
         if body := op.get("requestBody"):
             body = self.deref(body)
+            body_required = body.get("required", False)
             content = body["content"]
             # the media types the document lists, then those it only mentions
             body_types = (*content, *body.get(ALSO_ACCEPTS, ()))
@@ -148,7 +151,9 @@ class _Resolver:
         )
         status = min(int(code) for code in op["responses"] if code.startswith("2"))
         public = not op.get("security", self.doc.get("security"))
-        return Operation(name, method.upper(), path, fields, struct, body_types, status, public)
+        return Operation(
+            name, method.upper(), path, fields, struct, body_types, body_required, status, public
+        )
 
     def default(self, schema: dict[str, Any]) -> Any:
         return schema.get("default", self.deref(schema).get("default"))

@@ -77,6 +77,21 @@ class Forbidden(RunpointError):
         self.id = id_
 
 
+class Unavailable(RunpointError):
+    """The database cannot be reached (down, restarting, its connections cut), or cannot
+    write (`StorageFull`): nothing is wrong with the request, which may be sent again after
+    `retry_after` seconds (503). A process retries its own writes that meet it."""
+
+    retry_after = 2
+
+
+class StorageFull(Unavailable):
+    """A write failed for lack of space where the database keeps its files (507); reads
+    go on, and writes resume once space is freed."""
+
+    retry_after = 30
+
+
 class ClaimLost(Exception):
     """A write was to answer an Idempotency-Key whose claim is its request's no longer (the
     claim's lease ran out and a retry took the key over): nothing was written. No client

@@ -39,6 +39,12 @@ class Leases:
         self.owner = new_id()
         self.lease_seconds = lease_seconds
         self.max_recoveries = max_recoveries
+        self.renewed_until = 0.0  # the end of the leases the watch last renewed
+
+    def held_until(self, run: Run) -> float:
+        """Until when this process holds a run it executes, as stored: the lease its last
+        write took, or the watch's last renewal if later."""
+        return max(run.lease_expires_at or 0.0, self.renewed_until)
 
     def stamp(self, run: Run) -> None:
         """Take (or renew) the lease of a run this process executes; drop it when the
@@ -101,7 +107,9 @@ class Leases:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
                 if running := active():
-                    await self.storage.renew_leases(self.owner, running, now() + self.lease_seconds)
+                    until = now() + self.lease_seconds
+                    await self.storage.renew_leases(self.owner, running, until)
+                    self.renewed_until = until
                 for run in await self.storage.expired_runs(now(), agents):
                     await self._recover(run, claimed)
             except Exception:  # a lost database connection must not end the watch

@@ -18,6 +18,7 @@ from typing import Literal
 
 from runpoint.durable import LEASE_SECONDS
 from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outages
 from runpoint.facade.runs import RunsFacade
 from runpoint.facade.sessions import SessionsFacade
 from runpoint.reads.queries import Queries
@@ -30,7 +31,7 @@ from runpoint.runs.fan_out import FanOut
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.runqueue import Watched
-from runpoint.seams.storage import Migrated, Storage
+from runpoint.seams.storage import Diagnosed, Migrated, Storage
 from runpoint.sessions.checkpoints import SessionCheckpoints
 from runpoint.sessions.lifecycle import Sessions
 
@@ -100,7 +101,10 @@ class Runpoint(RunsFacade, SessionsFacade):
         # get_run, snapshot and list_run_details with views for messages: for adapters
         # that encode what they read (see MessageView)
         self.views = self.queries.views
-        context = RunContext(storage, self.host, self.leases, self.queries, self.sessions)
+        self.outages = Outages(storage)
+        context = RunContext(
+            storage, self.host, self.leases, self.queries, self.sessions, self.outages
+        )
         self.executor = Executor(context, queue)
         self.commands = Commands(
             context, self.executor, busy_session=busy_session, busy_timeout=busy_timeout
@@ -117,19 +121,23 @@ class Runpoint(RunsFacade, SessionsFacade):
 
     async def readiness(self) -> dict[str, str]:
         """Whether this process can serve: each check "ok", or what is wrong. The
-        database answers a read; a backend with a schema has no migration pending; a run
-        queue, where there is one, is running."""
+        database answers a read (and a write, after writes failed for lack of space); a
+        backend with a schema has no migration pending; a run queue, where there is one,
+        takes jobs."""
         checks = {"database": "ok"}
         try:
-            await self.storage.get_session("readiness-probe")
+            if isinstance(self.storage, Diagnosed):
+                await self.storage.probe()
+            else:
+                await self.storage.get_session("readiness-probe")
             if isinstance(self.storage, Migrated):
                 pending = await self.storage.pending_migrations()
                 checks["migrations"] = f"not applied: {', '.join(pending)}" if pending else "ok"
         except Exception as exc:  # a probe reports what it met rather than fail
-            checks["database"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            said = self.outages.of(exc, counted=False) or f"{type(exc).__name__}: {exc}"
+            checks["database"] = str(said).splitlines()[0]
         if (queue := self.executor.queue) is not None:
-            running = not isinstance(queue, Watched) or queue.running
-            checks["queue"] = "ok" if running else "not running"
+            checks["queue"] = await queue.health() if isinstance(queue, Watched) else "ok"
         return checks
 
     def executing(self) -> Counter[str]:

@@ -14,6 +14,7 @@ import msgspec
 from runpoint.core import transcript
 from runpoint.core.types import Checkpoint, Message, Run, RunEvent, ToolCall, new_id, stopwatch
 from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outlast
 from runpoint.runs.event_log import EventLog
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import RunHooks
@@ -30,6 +31,7 @@ class BoundaryWriter:
     policy: CheckpointPolicy
     storage: Storage
     leases: Leases
+    outlast: Outlast  # retries the run's writes through an outage while the lease holds
     hook: RunHooks
     run: Run
     events: EventLog
@@ -108,11 +110,15 @@ class BoundaryWriter:
 
     async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
         """A durable boundary, with the events waiting to be stored."""
+        held = self.leases.held_until(self.run)  # as stored: this write renews it
         self.leases.stamp(self.run)
         self.run.stamp_boundary(self.content)
         async with self.events.writing() as events:
-            await self.storage.save(
-                self.run, self.unsaved, checkpoint, intents=intents, events=events
+            await self.outlast(
+                lambda: self.storage.save(
+                    self.run, self.unsaved, checkpoint, intents=intents, events=events
+                ),
+                held,
             )
         self.unsaved = []
 

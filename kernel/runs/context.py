@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outages
 from runpoint.reads.queries import Queries
 from runpoint.seams.host import PluginHost
 from runpoint.seams.storage import Storage
@@ -21,3 +22,4 @@ class RunContext:
     leases: Leases
     queries: Queries
     sessions: Sessions
+    outages: Outages  # the storage's failures that are its state: told apart, outlasted

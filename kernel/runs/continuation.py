@@ -123,11 +123,34 @@ class Continuation:
         if request.tools and not (in_place and source.status is RunStatus.PAUSED):
             if source.status in IN_FLIGHT:  # another continue of the paused run won the race
                 raise Conflict(f"run {source.run_id} is in flight; it is no longer paused")
+            if await self._decided_meanwhile(agent, request, source):
+                raise Conflict(
+                    f"run {source.run_id} is no longer paused: another request decided its "
+                    f"calls and it went on (it is {source.status.value} now)"
+                )
             raise InvalidRequest("tool decisions apply only to continuing a paused run from end")
         if in_place:
             pending = transcript.unanswered_calls(last_turn)
             return await self._resume(agent, source, pending, request, stream, claim)
         return await self._branch(agent, source, index, request, stream, claim)
+
+    async def _decided_meanwhile(self, agent: Agent, request: ContinueRun, source: Run) -> bool:
+        """Whether decisions meant to resume the run in place name calls it made that it
+        could pause on (to be confirmed, or side effects that may be in doubt): then
+        another request resumed it first (a lost race, not a bad request)."""
+        if request.continue_from != "end" or request.fork or request.regenerate or request.edits:
+            return False
+        messages = await self.storage.read_messages(source.segments, source.message_count)
+        tools = agent.tool_map
+        pausing = {
+            c.id
+            for m in messages
+            if m.role == "assistant"
+            for c in m.tool_calls or ()
+            if c.name in tools
+            and (tools[c.name].requires_confirmation or tool_calls.is_recorded(agent, c))
+        }
+        return not pausing.isdisjoint(request.tools or ())
 
     async def source(self, run_id: str, session_id: str | None, agent_id: str | None) -> Run:
         """The run to continue, once its session's lock (a rollback's, perhaps) is settled;

@@ -17,16 +17,26 @@ import logging
 from collections.abc import AsyncIterator, Callable
 
 from runpoint.core.types import Run, RunEvent
+from runpoint.durable.outages import Outlast
 from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.events")
 
 
 class EventLog:
-    def __init__(self, storage: Storage, run: Run, last_seq: int, stored: Callable[[], None]):
+    def __init__(
+        self,
+        storage: Storage,
+        run: Run,
+        last_seq: int,
+        stored: Callable[[], None],
+        outlast: Outlast,
+    ) -> None:
         """The events of `run` (the execution's own `Run`, whose revision its writes
-        follow) from `last_seq` + 1 on; `stored` is called after each write."""
+        follow) from `last_seq` + 1 on; `stored` is called after each write, and each is
+        retried through an outage by `outlast`."""
         self.storage = storage
+        self.outlast = outlast
         self.run = run
         self.last_seq = last_seq  # the last seq given
         self._stored = stored
@@ -75,7 +85,7 @@ class EventLog:
         """Append between boundaries; a failure costs these events (the run goes on: its
         next boundary either writes, or fails the execution), never the run."""
         try:
-            return await self.storage.append_events(self.run, events)
+            return await self.outlast(lambda: self.storage.append_events(self.run, events))
         except Exception:
             first, last = events[0].seq, events[-1].seq
             log.exception("events %d-%d of run %s were lost", first, last, self.run.run_id)

@@ -61,7 +61,7 @@ class Execution(BoundaryWriter):
         self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
         self.hook.runpoint_run_started(run=self.run)
         try:
-            await self.load_context()
+            await self.outlast(self.load_context)
             announce(self.hook, self.run, self.incoming)
             if accepted:  # a run accepted in the background: it is RUNNING from here on
                 await self.save(checkpoint=None)
@@ -86,6 +86,8 @@ class Execution(BoundaryWriter):
                 else:
                     await self.model_turn()
         except Exception as exc:  # a model or tool-infrastructure failure ends the run
+            if self.outlast.outages.of(exc, counted=False) is not None:
+                raise  # the database's, not the run's: the lease watch resumes it later
             return await self.finish(RunStatus.ERROR, "RunError", f"{type(exc).__name__}: {exc}")
 
     # -- steps -------------------------------------------------------------------
@@ -94,6 +96,7 @@ class Execution(BoundaryWriter):
         """This run's transcript so far, and the transcripts of the runs it follows in
         its session (oldest first, each cut where it was whole)."""
         run = self.run
+        self.history = []  # read anew if a read failed part way (an outage)
         written = run.message_count - len(self.incoming)  # the incoming are in hand already
         self.transcript = [
             *await self.storage.read_messages(run.segments, written),
@@ -165,7 +168,8 @@ class Execution(BoundaryWriter):
         found under way (it has had no model turn yet) can have records."""
         if self.model_turns:
             return {}
-        return await self.storage.tool_records(self.run.run_id, [c.id for c in calls])
+        ids = [c.id for c in calls]
+        return await self.outlast(lambda: self.storage.tool_records(self.run.run_id, ids))
 
     async def tool_batch(self, calls: list[ToolCall], records: dict[str, Message | None]) -> None:
         for call in calls:
@@ -243,7 +247,8 @@ class Execution(BoundaryWriter):
         return message
 
     async def record_tool_results(self, results: Sequence[Message]) -> list[None]:
-        await self.storage.record_tool_results(self.run.run_id, results)
+        # a result that ran must be stored: else the call is in doubt, a person's to decide
+        await self.outlast(lambda: self.storage.record_tool_results(self.run.run_id, results))
         return [None] * len(results)
 
     def cancelled(self) -> bool:

@@ -15,7 +15,8 @@ from typing import Any
 import msgspec
 
 from runpoint.core.errors import Conflict
-from runpoint.core.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus
+from runpoint.core.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus, now
+from runpoint.durable.outages import Outlast
 from runpoint.reads.streams import Streams
 from runpoint.runs.context import RunContext
 from runpoint.runs.event_log import EventLog
@@ -68,6 +69,7 @@ class Executor:
         self.host = context.host
         self.leases = context.leases
         self.queries = context.queries
+        self.outages = context.outages
         self.queue = queue
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
@@ -170,8 +172,11 @@ class Executor:
     ) -> RunHandle:
         """Execute a run here (claimed: no earlier writer can add to its event log now);
         `born`: just written, its event log is empty (nothing to ask the storage)."""
-        last_seq = 0 if born else await self.storage.last_event_seq(run.run_id)
-        events = EventLog(self.storage, run, last_seq, lambda: self.streams.stored(run.run_id))
+        outlast = Outlast(self.outages, self.leases, run)
+        last_seq = 0 if born else await outlast(lambda: self.storage.last_event_seq(run.run_id))
+        events = EventLog(
+            self.storage, run, last_seq, lambda: self.streams.stored(run.run_id), outlast
+        )
         execution = Execution(
             agent=agent,
             model=self._model(agent, run),
@@ -179,6 +184,7 @@ class Executor:
             policy=self.host.policy(agent),
             storage=self.storage,
             leases=self.leases,
+            outlast=outlast,
             hook=self.host.hook,
             run=run,
             events=events,
@@ -216,19 +222,26 @@ class Executor:
 
     async def _take(self, job: QueuedRun) -> None:
         """Execute a run from the queue if it still waits: claim it (one process wins, by
-        the run's revision) and run it here until it stops."""
+        the run's revision) and run it here until it stops. The claim outlasts an outage
+        shorter than a lease: else the run would wait for the lease watch."""
+        until = now() + self.leases.lease_seconds
+        if (run := await self.outages.outlasted(lambda: self._claim(job), until)) is None:
+            return
+        agent = self.queries.agent(run.agent_id)
+        handle = await self._start(agent, run, [], False)
+        await handle.result()
+
+    async def _claim(self, job: QueuedRun) -> Run | None:
         run = await self.storage.get_run(job.run_id)
         if run is None or run.status is not RunStatus.PENDING:
-            return  # cancelled, or taken by the lease watch
+            return None  # cancelled, or taken by the lease watch
         run.start()
         self.leases.stamp(run)
         try:
             await self.storage.save(run, [], None)
         except Conflict:
-            return  # cancelled or claimed meanwhile
-        agent = self.queries.agent(run.agent_id)
-        handle = await self._start(agent, run, [], False)
-        await handle.result()
+            return None  # cancelled or claimed meanwhile
+        return run
 
     async def _recovered(self, run: Run) -> RunHandle | None:
         """Resume a run claimed from a process that died, or tell of one given up."""

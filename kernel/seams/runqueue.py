@@ -41,8 +41,8 @@ class RunQueue(Protocol):
 class Watched(Protocol):
     """Optional: a queue that can say whether it is open and consuming (readiness)."""
 
-    @property
-    def running(self) -> bool: ...
+    async def health(self) -> str:
+        """ "ok", or what keeps it from taking jobs now."""
 
 
 @runtime_checkable

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from runpoint.core.errors import Unavailable
 from runpoint.core.types import (
     Checkpoint,
     KeyAnswer,
@@ -296,6 +297,18 @@ class Migrated(Protocol):
     """Optional, for a backend with a schema: the migrations not applied yet (readiness)."""
 
     async def pending_migrations(self) -> list[str]: ...
+
+
+@runtime_checkable
+class Diagnosed(Protocol):
+    """Optional, for a backend that can fail for reasons of its own (a server gone, a disk
+    full): which of its failures are such an outage, as the error a client is given."""
+
+    def outage(self, exc: BaseException) -> Unavailable | None: ...
+
+    async def probe(self) -> None:
+        """Whether it serves (readiness): a read, and a write while writes have been
+        failing for lack of space; raises what it meets."""
 
 
 # A storage backend is built from a database URL.

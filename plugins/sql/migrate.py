@@ -40,7 +40,9 @@ async def current(engine: AsyncEngine) -> set[str]:
     async with engine.connect() as conn:
         try:
             rows = await conn.execute(text("SELECT version_num FROM alembic_version"))
-        except DBAPIError:  # no such table: nothing was migrated yet
+        except DBAPIError as exc:  # no such table: nothing was migrated yet
+            if "alembic_version" not in str(exc.orig):  # a lost connection, say
+                raise
             return set()
         return {version for (version,) in rows}
 

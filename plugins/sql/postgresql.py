@@ -51,6 +51,10 @@ _DIALECTS_OWN = {
     "prepared_statement_name_func",
 }
 
+# seconds a connection may take to open, or to be had from the pool: a server that cannot
+# be reached is an outage (503) soon, not a request hanging for asyncpg's 60 s
+CONNECT_TIMEOUT = 5.0
+
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
 
@@ -74,7 +78,8 @@ class PostgreSQL(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         given = engine_options.pop("connect_args", {})
         settings = _KEYED_PLANS | given.get("server_settings", {})
-        connect_args = given | {"server_settings": settings}
+        connect_args = {"timeout": CONNECT_TIMEOUT} | given | {"server_settings": settings}
+        engine_options.setdefault("pool_timeout", CONNECT_TIMEOUT)
         super().__init__(url, **engine_options, connect_args=connect_args)
         # reads connect as the engine does (its server settings, TLS): asyncpg takes what
         # SQLAlchemy's asyncpg dialect hands it, but for the dialect's own statement cache

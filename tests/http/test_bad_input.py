@@ -249,6 +249,12 @@ async def test_bad_session_requests(client: Client) -> None:
             "VALIDATION_ERROR",
             "metadata: Expected `null`, got `object`",
         ),
+        (  # a body the document requires, not sent
+            await client.patch(f"/sessions/{session}"),
+            422,
+            "VALIDATION_ERROR",
+            "the body is required",
+        ),
         (
             await client.request(
                 "DELETE", "/sessions", json={"session_ids": [session], "session_types": []}
