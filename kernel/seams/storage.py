@@ -30,6 +30,7 @@ from runpoint.core.types import (
     SessionCapture,
     SessionCheckpoint,
 )
+from runpoint.seams.retention import RetentionStore
 
 
 class RunStore(Protocol):
@@ -280,6 +281,7 @@ class Storage(
     LeaseStore,
     IdempotencyKeyStore,
     SecretStore,
+    RetentionStore,
     Protocol,
 ):
     """A storage backend: every role, opened once before use and closed after."""

@@ -19,10 +19,9 @@ from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import compiled
-from runpoint.plugins.sql.schema import messages, runs, sessions
+from runpoint.plugins.sql.schema import NO_END, messages, run_reads, runs, sessions
 
-# an open segment's end, and a page token's largest value: the largest INTEGER both store
-NO_END = 2**31 - 1
+__all__ = ["NO_END", "Database", "Save"]
 
 
 class Save(NamedTuple):
@@ -84,7 +83,7 @@ class Database(abc.ABC):
 
     async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
         """Insert new sessions, their runs and the runs' input (see births.py)."""
-        for table, rows in zip((sessions, runs, messages), births, strict=True):
+        for table, rows in zip((sessions, runs, messages, run_reads), births, strict=True):
             if rows:
                 await conn.execute(insert(table), rows)
 

@@ -47,6 +47,7 @@ from runpoint.plugins.sql.schema import (
     checkpoints,
     messages,
     run_events,
+    run_reads,
     runs,
     sessions,
     tool_calls,
@@ -154,7 +155,7 @@ class PostgreSQL(Database):
 
     async def _insert_births(self, conn: AsyncConnection, group: Sequence[Births]) -> list[None]:
         """Births of the same columns in the statement of their rows together."""
-        together = Births([], [], [])
+        together = Births([], [], [], [])
         for births in group:
             for rows, more in zip(together, births, strict=True):
                 rows += more
@@ -530,7 +531,7 @@ def _append_events() -> Select[tuple[int]]:
 
 
 # the tables a birth writes, in the order of `Births`
-_BORN = (sessions, runs, messages)
+_BORN = (sessions, runs, messages, run_reads)
 # the columns a birth writes in each: those its rows give (none: no rows for the table)
 _Shape = tuple[tuple[str, ...], ...]
 

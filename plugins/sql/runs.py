@@ -9,11 +9,12 @@ from sqlalchemy import bindparam, false, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import KeyAnswer, Message, Run
+from runpoint.plugins.sql.births import read_rows
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, run_row
-from runpoint.plugins.sql.schema import runs
+from runpoint.plugins.sql.schema import run_reads, runs
 from runpoint.plugins.sql.transcripts import write_save
 
 _GET_RUN = select(*COLUMNS).where(runs.c.run_id == bindparam("id"))
@@ -30,9 +31,11 @@ async def insert_runs(
     new_runs: Sequence[Run],
     incoming: Mapping[str, Sequence[Message]],
 ) -> None:
-    """Insert runs; a run's incoming messages are then saved in the same transaction,
-    exactly as `save` writes a boundary."""
+    """Insert runs with their lineage; a run's incoming messages are then saved in the
+    same transaction, exactly as `save` writes a boundary."""
     await conn.execute(insert(runs), [run_row(r) for r in new_runs])
+    if reads := read_rows(new_runs):
+        await conn.execute(insert(run_reads), reads)
     for run in new_runs:
         if messages := incoming.get(run.run_id):
             await write_save(db, conn, run, messages, None)
