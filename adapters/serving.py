@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from runpoint.adapters.auth import Auth
     from runpoint.facade import Runpoint
     from runpoint.seams.agent import Agent
+    from runpoint.seams.retention import Retention
     from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.serve")
@@ -121,6 +122,31 @@ ACCESS = (
         "--max-body-bytes", "RUNPOINT_MAX_BODY_BYTES", "largest request body, bytes", 10**7, int
     ),
 )
+RETAIN = (
+    RETAIN_RUNS := Option(
+        "--retain-runs",
+        "RUNPOINT_RETAIN_RUNS",
+        "remove a finished run this long after it finished, e.g. 30d, 12h, 90m (default: never)",
+    ),
+    RETAIN_CHECKPOINTS := Option(
+        "--retain-checkpoints",
+        "RUNPOINT_RETAIN_CHECKPOINTS",
+        "keep this many last checkpoints of a finished run, its end always (default: all)",
+    ),
+    RETAIN_EVENTS := Option(
+        "--retain-events",
+        "RUNPOINT_RETAIN_EVENTS",
+        "drop the event log of a run this long after it finished (default: never)",
+    ),
+)
+SWEEP = (
+    SWEEP_SECONDS := Option(
+        "--sweep-seconds", "RUNPOINT_SWEEP_SECONDS", "seconds between retention sweeps", 60.0, float
+    ),
+    SWEEP_BATCH := Option(
+        "--sweep-batch", "RUNPOINT_SWEEP_BATCH", "finished runs a sweep reads at most", 200, int
+    ),
+)
 JWT_SECRET_ENV = "RUNPOINT_JWT_SECRET"  # a secret has no option: command lines are public
 OPEN_ENV = "RUNPOINT_ALLOW_UNAUTHENTICATED"
 OTEL_ENV = "RUNPOINT_OTEL"
@@ -130,6 +156,9 @@ default team. Set ${JWT_SECRET_ENV} to accept HS256 JWTs signed with it."""
 
 def add_serve_options(parser: argparse.ArgumentParser) -> None:
     for option in (APP, DB, *LISTEN, LEASE):
+        option.add_to(parser)
+    add_retention_options(parser)
+    for option in SWEEP:
         option.add_to(parser)
     access = parser.add_argument_group("access", ACCESS_HELP)
     for option in ACCESS:
@@ -146,6 +175,27 @@ def add_serve_options(parser: argparse.ArgumentParser) -> None:
         default=is_set(OTEL_ENV),
         help="send OpenTelemetry traces, set up by the standard OTEL_* variables "
         f"(needs runpoint[otel]; ${OTEL_ENV})",
+    )
+
+
+def add_retention_options(parser: argparse.ArgumentParser) -> None:
+    retention = parser.add_argument_group(
+        "retention", "what finished runs keep how long (an agent's `retention` overrides)"
+    )
+    for option in RETAIN:
+        option.add_to(retention)
+
+
+def retention_from_env() -> Retention:
+    """The server's retention policy: ValueError, naming the flag, if one is unreadable."""
+    from runpoint.seams.retention import Retention, count, duration
+
+    env = os.environ.get
+    runs, checkpoints, events = (env(o.variable) for o in RETAIN)
+    return Retention(
+        runs=None if runs is None else duration(runs, RETAIN_RUNS.flag),
+        checkpoints=None if checkpoints is None else count(checkpoints, RETAIN_CHECKPOINTS.flag),
+        events=None if events is None else duration(events, RETAIN_EVENTS.flag),
     )
 
 
@@ -210,6 +260,9 @@ def runpoint_from_env() -> Runpoint:
         database=database_url(os.environ.get(DB.variable, DB.default)),
         host=PluginHost([RunLog(), *observers(traces=is_set(OTEL_ENV))]),
         lease_seconds=float(os.environ.get(LEASE.variable, LEASE.default)),
+        retention=retention_from_env(),
+        sweep_seconds=float(os.environ.get(SWEEP_SECONDS.variable, SWEEP_SECONDS.default)),
+        sweep_batch=int(os.environ.get(SWEEP_BATCH.variable, SWEEP_BATCH.default)),
     )
 
 
@@ -296,7 +349,7 @@ def serve(args: argparse.Namespace) -> None:
     """Check every input, build the app once, then listen."""
     from runpoint.core.errors import RunpointError
 
-    for option in (APP, DB, *LISTEN, LEASE, *ACCESS):  # for the app factory in workers
+    for option in (APP, DB, *LISTEN, LEASE, *ACCESS, *RETAIN, *SWEEP):  # for workers' apps
         if (value := getattr(args, option.dest)) is not None:
             os.environ[option.variable] = str(value)
     if args.otel:

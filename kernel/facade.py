@@ -16,6 +16,7 @@ from typing import Literal
 
 from runpoint.core.types import Checkpoint, Decision, Message, Run, RunEvent, Session, new_id
 from runpoint.durable.leases import Leases
+from runpoint.durable.retention import Sweeper
 from runpoint.reads import diffs
 from runpoint.reads.continue_points import ContinueFrom
 from runpoint.reads.diffs import Diff
@@ -27,6 +28,7 @@ from runpoint.runs.executor import Executor, RunHandle
 from runpoint.runs.fan_out import FanOut
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
+from runpoint.seams.retention import Retention
 from runpoint.seams.runqueue import Watched
 from runpoint.seams.storage import Migrated, Storage
 from runpoint.sessions.checkpoints import SessionCheckpoints
@@ -47,6 +49,9 @@ class Runpoint:
         max_recoveries: int = 3,
         recover: bool = True,
         execute_queued: bool = True,
+        retention: Retention | None = None,
+        sweep_seconds: float = 60.0,
+        sweep_batch: int = 200,
     ) -> None:
         """Serve `agents` from `database` (a URL; its plugin also gives the run queue, if
         it has one) or from `storage`.
@@ -59,7 +64,11 @@ class Runpoint:
         out), each at most `max_recoveries` times (see runpoint.durable.leases).
 
         Where the database has a run queue, background runs go through it to any
-        process; `execute_queued=False` makes this process only accept them."""
+        process; `execute_queued=False` makes this process only accept them.
+
+        `retention` is what finished runs keep how long (each agent's over it): a sweep
+        every `sweep_seconds`, of `sweep_batch` runs at most (see
+        runpoint.durable.retention)."""
         self.host = host or PluginHost()
         agents = list(agents)
         for agent in agents:  # fail at start-up, not at the first run
@@ -88,6 +97,14 @@ class Runpoint:
         # that encode what they read (see MessageView)
         self.views = self.queries.views
         self.executor = Executor(storage, self.host, self.leases, self.queries, queue)
+        self.sweeper = Sweeper(
+            storage,
+            self.host,
+            retention or Retention(),
+            {a.id: a.retention for a in agents},
+            batch=sweep_batch,
+            every=sweep_seconds,
+        )
         self.commands = Commands(
             storage,
             self.host,
@@ -102,9 +119,11 @@ class Runpoint:
     async def open(self) -> Runpoint:
         await self.storage.open()
         await self.executor.open(execute_queued=self._execute_queued, recover=self._recover)
+        self.sweeper.start()
         return self
 
     async def close(self) -> None:
+        await self.sweeper.stop()
         await self.executor.close()
         await self.storage.close()
 

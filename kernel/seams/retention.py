@@ -9,7 +9,10 @@ byte for byte as before, and the rows it reads go with the last reader.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Protocol
 
 import msgspec
@@ -17,6 +20,72 @@ import msgspec
 from runpoint.core.types import Run, RunStatus
 
 FINISHED = (RunStatus.COMPLETED, RunStatus.ERROR, RunStatus.CANCELLED)
+
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+NEVER = ("never", "forever", "off")
+
+
+def duration(text: str, what: str = "a duration") -> float:
+    """Seconds from `30d`, `12h`, `90m`, `45s`, `2w` or a number of seconds; `never`:
+    infinity. ValueError, saying what was expected, if it cannot be read."""
+    spoken = text.strip().lower()
+    if spoken in NEVER:
+        return math.inf
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw]?)", spoken)
+    if found is None:
+        raise ValueError(f"{what}: {text!r} is not a duration (30d, 12h, 90m, 45s or never)")
+    return float(found[1]) * _UNITS[found[2] or "s"]
+
+
+def count(text: str, what: str = "a count") -> float:
+    """A count of at least 0 from its digits; `all`: infinity (keep every one)."""
+    spoken = text.strip().lower()
+    if spoken == "all":
+        return math.inf
+    if not spoken.isdigit():
+        raise ValueError(f"{what}: {text!r} is not a count (0, 1, 2, ... or all)")
+    return int(spoken)
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How long finished runs keep what: a server's policy, or an agent's fields over it
+    (None: as the server; `math.inf`: forever). `runs`: seconds after a run finished
+    that it is removed; `checkpoints`: how many of a finished run's last checkpoints it
+    keeps (its end always); `events`: seconds after a run finished that its event log
+    goes."""
+
+    runs: float | None = None
+    checkpoints: float | None = None
+    events: float | None = None
+
+    @classmethod
+    def of(
+        cls, runs: str | None = None, checkpoints: str | None = None, events: str | None = None
+    ) -> Retention:
+        """From their text (`runs="30d"`, `checkpoints="5"`): ValueError if one is bad."""
+        return cls(
+            runs=None if runs is None else duration(runs, "runs"),
+            checkpoints=None if checkpoints is None else count(checkpoints, "checkpoints"),
+            events=None if events is None else duration(events, "events"),
+        )
+
+    def over(self, server: Retention) -> Retention:
+        """This policy's fields where they are set, the server's where not."""
+        set_here = {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        return replace(server, **set_here)
+
+    @property
+    def removes(self) -> bool:
+        """Whether it removes anything at all."""
+        return any(
+            v is not None and v != math.inf for v in (self.runs, self.checkpoints, self.events)
+        )
+
+
+# what a removal counts, by kind (metrics and spans say each)
+RETAINED = ("runs", "sessions", "messages", "checkpoints", "events")
 
 
 class Removed(msgspec.Struct, kw_only=True):
@@ -29,6 +98,7 @@ class Removed(msgspec.Struct, kw_only=True):
     checkpoints: int = 0
     events: int = 0
     size: int = 0  # bytes
+    reclaimed: int = 0  # bytes of the database's files returned to the file system
     run_ids: list[str] = []
 
     def __add__(self, other: Removed) -> Removed:
@@ -63,6 +133,10 @@ class RetentionStore(Protocol):
 
     async def drop_events(self, run_ids: Sequence[str], *, dry_run: bool = False) -> Removed:
         """Delete the event logs of those of these runs that are finished."""
+
+    async def reclaim_space(self, pages: int) -> int:
+        """Return space that removals freed to the file system, `pages` (of the database's
+        own size) at most: the bytes returned (0 where the database does that itself)."""
 
 
 def removable(runs: Sequence[Run], wanted: Collection[str]) -> set[str]:

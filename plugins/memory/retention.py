@@ -70,6 +70,9 @@ class MemoryRetention(Tables):
                     del self._events[run_id]
         return removed
 
+    async def reclaim_space(self, pages: int) -> int:
+        return 0  # memory is the interpreter's
+
     def _erase(self, readers: set[str], run_ids: set[str], dry_run: bool = False) -> Removed:
         """As runpoint.plugins.sql.erase.erase: the runs `run_ids` and the lineage of
         `readers` go, then the rows of gone runs that nothing left reads."""

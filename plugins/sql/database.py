@@ -52,6 +52,11 @@ class Database(abc.ABC):
     async def close(self) -> None:
         await self.engine.dispose()
 
+    async def reclaim(self, pages: int) -> int:
+        """Return free space to the file system, `pages` at most: the bytes returned
+        (none here: PostgreSQL's autovacuum makes freed space reusable)."""
+        return 0
+
     async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
         """The rows of one read (`params`: values of its bind parameters), each a sequence
         of its values."""

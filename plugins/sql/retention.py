@@ -102,6 +102,9 @@ class SqlRetention:
             removed += await delete_events(conn, run_events.c.run_id.in_(finished))
         return removed
 
+    async def reclaim_space(self, pages: int) -> int:
+        return await self.db.reclaim(pages)
+
     @contextlib.asynccontextmanager
     async def _writing(self, dry_run: bool) -> AsyncIterator[tuple[AsyncConnection, Removed]]:
         """A write transaction and what it removed; rolled back if `dry_run`."""
