@@ -79,7 +79,8 @@ async def test_a_database_behind_the_head_is_upgraded_when_opened(
 
 def test_revisions_import_no_live_code() -> None:
     """A revision creates the same schema forever: it imports alembic, SQLAlchemy and the
-    standard library only, never runpoint or pgqueuer, whose later versions would change what it creates."""
+    standard library only, never runpoint or pgqueuer, whose later versions would change
+    what it creates."""
     for revision in sorted((migrate.SCRIPTS / "versions").glob("0*.py")):
         tree = ast.parse(revision.read_text())
         modules = {
