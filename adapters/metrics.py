@@ -124,8 +124,7 @@ class Instruments:
             ),
             retention_reclaimed=Counter(
                 "runpoint_retention_reclaimed_bytes",
-                "Bytes of the database file retention sweeps returned to the file system "
-                "(SQLite)",
+                "Bytes of the database file retention sweeps returned to the file system (SQLite)",
                 registry=r,
             ),
             retention_sweeps=Histogram(
