@@ -118,11 +118,13 @@ async def stored(rp: Runpoint) -> int:
     """Rows left in the tables a run writes to (memory: its dictionaries' entries)."""
     storage = rp.storage
     if isinstance(storage, MemoryStorage):
-        rows = [*storage._messages.values(), *storage._checkpoints.values()]
-        return sum(map(len, rows)) + len(storage._runs) + len(storage._sessions)
+        rows = sum(len(r) for r in storage._messages.values())
+        rows += sum(len(r) for r in storage._checkpoints.values())
+        return rows + len(storage._runs) + len(storage._sessions)
     assert isinstance(storage, SqlStorage)
     total = 0
     async with storage.engine.connect() as conn:
         for table in ("sessions", "runs", "messages", "checkpoints", "run_reads", "run_events"):
-            total += (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
+            found: int = (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
+            total += found
     return total
