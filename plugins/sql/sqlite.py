@@ -75,8 +75,9 @@ class Sqlite(Database):
         await super().close()
 
     async def reclaim(self, pages: int) -> int:
-        """Return up to `pages` free pages to the file system: the bytes the file shrank
-        by. This process's writers wait meanwhile, as for any write."""
+        """Return up to `pages` free pages to the file system, then checkpoint the WAL
+        into the file and truncate it: the bytes of the pages returned. This process's
+        writers wait meanwhile, as for any write."""
         if self.url.database in (None, "", ":memory:"):
             return 0
         async with self._write_lock:
@@ -314,6 +315,9 @@ def _reclaim(path: str, pages: int) -> int:
         # a script: the pragma runs to its end (a statement would free one page a step)
         conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
         left = conn.execute("PRAGMA freelist_count").fetchone()[0]
+        # the file shrinks when the WAL is copied back into it; the WAL is emptied too
+        # (a reader of another process may hold part of it back until the next sweep)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     return int((free - left) * size)
 
 
