@@ -1,8 +1,9 @@
 """The retention sweeper: in every server process, one sweep at a time across processes,
 each a bounded batch, off the request path.
 
-A sweep reads the next `batch` finished runs (the table is walked a batch per sweep, from
-where the last sweep stopped, then from the start again) and applies each one's policy:
+A sweep reads the next `batch` finished runs, in the order they were made (the table is
+walked a batch per sweep, from where the last sweep stopped, back to the start at its end
+or at runs too young for their policy's time limits), and applies each one's policy:
 its agent's `Retention` over the server's. It removes the runs past `runs` (the storage
 keeps what a surviving run or session checkpoint reads, and every run a later one
 follows), keeps the last `checkpoints` checkpoints of the others, and drops the event
@@ -70,6 +71,10 @@ class Sweeper:
         runs, self.after = await self.storage.finished_runs(self.after, self.batch)
         ended = now()
         expired = [r.run_id for r in runs if _past(r, self.policy(r).runs, ended)]
+        if any(_young(r, self.policy(r), ended) for r in runs):
+            # runs are read in the order they were made: those after are younger still,
+            # and the older ones that were young when read are read again first
+            self.after = 0
         removed = await self.storage.remove_runs(expired, dry_run=dry_run)
         gone = set(removed.run_ids)
         stale = []
@@ -138,6 +143,12 @@ class Sweeper:
                 await self.sweep_in_turn()
             except Exception:  # an outage: the next sweep tries again
                 log.exception("retention sweep failed")
+
+
+def _young(run: Run, policy: Retention, ended: float) -> bool:
+    """Whether a finished run is not old enough yet for a time limit of its policy."""
+    limits = [s for s in (policy.runs, policy.events) if s is not None and s != math.inf]
+    return any(not _past(run, seconds, ended) for seconds in limits)
 
 
 def _past(run: Run, seconds: float | None, ended: float) -> bool:
