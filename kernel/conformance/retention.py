@@ -10,6 +10,7 @@ import msgspec
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
+from runpoint.core.errors import NotFound
 from runpoint.core.types import (
     Run,
     RunEvent,
@@ -209,3 +210,16 @@ async def finished_runs_are_read_a_batch_at_a_time(store: Storage) -> None:
         if not after:
             break
     assert len(found) == 3 == len(set(found)), "each finished run once, the paused one not"
+
+
+@check(RETENTION)
+async def a_fork_of_a_source_removed_since_it_was_read_is_not_born(store: Storage) -> None:
+    _, source = await _source(store, 4)
+    assert (await store.remove_runs([source.run_id])).runs == 1
+    fork = build.fork(source, 2)
+    try:
+        await store.create_runs([fork])
+    except NotFound:
+        assert await store.get_run(fork.run_id) is None
+        return
+    raise AssertionError("expected NotFound")
