@@ -30,6 +30,7 @@ from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.retention")
 CLAIM_SCOPE, CLAIM_KEY = "runpoint", "retention-sweep"
+PER_TRANSACTION = 20  # runs a removal takes at most: a short hold on the database
 
 
 class Sweeper:
@@ -75,7 +76,10 @@ class Sweeper:
             # runs are read in the order they were made: those after are younger still,
             # and the older ones that were young when read are read again first
             self.after = 0
-        removed = await self.storage.remove_runs(expired, dry_run=dry_run)
+        removed = Removed()
+        for at in range(0, len(expired), PER_TRANSACTION):  # writers go on in between
+            chunk = expired[at : at + PER_TRANSACTION]
+            removed += await self.storage.remove_runs(chunk, dry_run=dry_run)
         gone = set(removed.run_ids)
         stale = []
         for run in (r for r in runs if r.run_id not in gone):

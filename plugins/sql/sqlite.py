@@ -75,13 +75,17 @@ class Sqlite(Database):
         await super().close()
 
     async def reclaim(self, pages: int) -> int:
-        """Return up to `pages` free pages to the file system, then checkpoint the WAL
-        into the file and truncate it: the bytes of the pages returned. This process's
-        writers wait meanwhile, as for any write."""
+        """Return up to `pages` free pages to the file system (this process's writers
+        wait meanwhile, as for any write), then checkpoint the WAL into the file: the
+        bytes of the pages returned."""
         if self.url.database in (None, "", ":memory:"):
             return 0
         async with self._write_lock:
-            return await asyncio.to_thread(_reclaim, self.url.database, pages)
+            freed = await asyncio.to_thread(_reclaim, self.url.database, pages)
+        # the file shrinks once the WAL is copied back into it: a checkpoint that lets
+        # writers go on meanwhile (the WAL file is then reused from its start)
+        await asyncio.to_thread(_checkpoint, self.url.database)
+        return freed
 
     async def fetch(self, sql: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
         """Reads run inline: an indexed read takes microseconds, far less than handing it
@@ -315,10 +319,12 @@ def _reclaim(path: str, pages: int) -> int:
         # a script: the pragma runs to its end (a statement would free one page a step)
         conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
         left = conn.execute("PRAGMA freelist_count").fetchone()[0]
-        # the file shrinks when the WAL is copied back into it; the WAL is emptied too
-        # (a reader of another process may hold part of it back until the next sweep)
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     return int((free - left) * size)
+
+
+def _checkpoint(path: str) -> None:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _configure(dbapi_connection: Any, _record: Any) -> None:

@@ -61,13 +61,16 @@ async def test_a_sweep_returns_the_pages_it_freed_to_the_file_system(tmp_path: P
     async with Runpoint(agents, database=f"sqlite:///{path}", retention=Retention(runs=0)) as rp:
         for _ in range(20):
             await (await rp.create_run("travel-agent", "Paris, Tokyo and Lagos " * 50)).result()
-        full = size(path)
+        full = pages(path)
         removed = await rp.sweeper.sweep_all()
-        assert removed.runs == 20 and removed.reclaimed > 0
-        assert size(path) <= full - removed.reclaimed
+    assert removed.runs == 20 and removed.reclaimed > 0
+    assert pages(path) * 4096 <= full * 4096 - removed.reclaimed
+    assert path.stat().st_size == pages(path) * 4096, "the WAL was copied back into the file"
 
 
-def size(path: Path) -> int:
-    """The database's bytes on disk: its file and its WAL."""
-    wal = path.with_name(path.name + "-wal")
-    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
+def pages(path: Path) -> int:
+    """The database's size in pages, as it reads through its WAL."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA page_size").fetchone() == (4096,)
+        found: int = conn.execute("PRAGMA page_count").fetchone()[0]
+    return found
