@@ -71,14 +71,13 @@ class Sweeper:
         """One bounded batch: the next finished runs, each as its policy says."""
         runs, self.after = await self.storage.finished_runs(self.after, self.batch)
         ended = now()
-        expired = [r.run_id for r in runs if _past(r, self.policy(r).runs, ended)]
+        expired = [r for r in runs if _past(r, self.policy(r).runs, ended)]
         if any(_young(r, self.policy(r), ended) for r in runs):
             # runs are read in the order they were made: those after are younger still,
             # and the older ones that were young when read are read again first
             self.after = 0
         removed = Removed()
-        for at in range(0, len(expired), PER_TRANSACTION):  # writers go on in between
-            chunk = expired[at : at + PER_TRANSACTION]
+        for chunk in _chunks(expired):  # writers go on in between
             removed += await self.storage.remove_runs(chunk, dry_run=dry_run)
         gone = set(removed.run_ids)
         stale = []
@@ -147,6 +146,20 @@ class Sweeper:
                 await self.sweep_in_turn()
             except Exception:  # an outage: the next sweep tries again
                 log.exception("retention sweep failed")
+
+
+def _chunks(runs: list[Run]) -> list[list[str]]:
+    """The runs' ids in removals of about `PER_TRANSACTION` runs, a session's together (a
+    run goes only with the later runs of its session that follow it)."""
+    by_session: dict[str, list[str]] = {}
+    for run in runs:
+        by_session.setdefault(run.session_id, []).append(run.run_id)
+    chunks: list[list[str]] = [[]]
+    for ids in by_session.values():
+        if chunks[-1] and len(chunks[-1]) + len(ids) > PER_TRANSACTION:
+            chunks.append([])
+        chunks[-1] += ids
+    return [c for c in chunks if c]
 
 
 def _young(run: Run, policy: Retention, ended: float) -> bool:

@@ -51,8 +51,10 @@ class SqlRetention:
             of_them = select(runs.c.session_id).where(runs.c.run_id.in_(run_ids))
             session_ids = sorted(set((await conn.scalars(of_them)).all()))
             # their sessions' rows first, as every writer of their runs (none waits on us)
-            locked = select(sessions.c.session_id, sessions.c.locked).where(
-                sessions.c.session_id.in_(session_ids)
+            locked = (
+                select(sessions.c.session_id, sessions.c.locked)
+                .where(sessions.c.session_id.in_(session_ids))
+                .order_by(sessions.c.session_id)  # one order for every writer: no deadlock
             )
             open_ids = [
                 s for s, lock in await conn.execute(self.db.locking(locked)) if lock is None
