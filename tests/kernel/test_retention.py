@@ -128,3 +128,20 @@ async def stored(rp: Runpoint) -> int:
             found: int = (await conn.execute(text(f"SELECT count(*) FROM {table}"))).scalar_one()
             total += found
     return total
+
+
+async def test_one_process_sweeps_at_a_time(rp: Runpoint) -> None:
+    from runpoint.core.types import KeyClaim, now
+    from runpoint.durable.retention import CLAIM_KEY, CLAIM_SCOPE
+
+    await (await rp.create_run("travel-agent", "Paris")).result()
+    await asyncio.sleep(AGE + 0.1)
+    other = KeyClaim(CLAIM_SCOPE, CLAIM_KEY, "another process")
+    assert await rp.storage.claim_key(other, "sweep", now() + 60) is None
+    assert await rp.sweeper.sweep_in_turn() is None, "the other process is sweeping"
+    await rp.storage.release_key(other)
+    swept = await rp.sweeper.sweep_in_turn()
+    assert swept is not None and swept.runs == 1
+    # a process that died mid-sweep: its claim runs out, and another takes it over
+    assert await rp.storage.claim_key(other, "sweep", now() - 1) is None
+    assert await rp.sweeper.sweep_in_turn() is not None
