@@ -106,6 +106,10 @@ async def soak(url: str, minutes: int, retain: float, every: float, workers: int
         f"size at minute {half}: {sizes[half] / 1e6:.2f} MB, at minute {minutes}: "
         f"{sizes[minutes] / 1e6:.2f} MB ({sizes[minutes] / sizes[half] - 1:+.1%})"
     )
+    took = sorted(t.seconds for t, _ in sweeps.done) or [0.0]
+    print(
+        f"a sweep took {1e3 * statistics.median(took):.0f} ms (median), {1e3 * took[-1]:.0f} ms at most"
+    )
     print(
         f"{len(sweeps.done)} sweeps removed {removed.runs} runs, {removed.sessions} sessions "
         f"in {seconds:.2f}s: {1e3 * seconds / max(removed.runs, 1):.2f} ms per run removed, "
