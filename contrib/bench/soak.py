@@ -108,7 +108,8 @@ async def soak(url: str, minutes: int, retain: float, every: float, workers: int
     )
     took = sorted(t.seconds for t, _ in sweeps.done) or [0.0]
     print(
-        f"a sweep took {1e3 * statistics.median(took):.0f} ms (median), {1e3 * took[-1]:.0f} ms at most"
+        f"a sweep took {1e3 * statistics.median(took):.0f} ms (median), "
+        f"{1e3 * took[-1]:.0f} ms at most"
     )
     print(
         f"{len(sweeps.done)} sweeps removed {removed.runs} runs, {removed.sessions} sessions "
