@@ -8,15 +8,8 @@ import argparse
 import sys
 
 from runpoint.adapters.db_commands import add_db_commands, backup, prune
-from runpoint.adapters.serving import (
-    DB,
-    StartupError,
-    add_serve_options,
-    database_url,
-    is_loopback,
-    opened,
-    serve,
-)
+from runpoint.adapters.serving import StartupError, database_url, is_loopback, opened, serve
+from runpoint.adapters.settings import Settings, add_options
 
 __all__ = ["database_url", "is_loopback", "main"]
 
@@ -85,18 +78,18 @@ def parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("version", help="print the version")
     sub.add_parser("plugins", help="list the loaded plugins, their hooks and what they register")
-    add_serve_options(sub.add_parser("serve", help="serve the run dialect over HTTP"))
+    add_options(sub.add_parser("serve", help="serve the run dialect over HTTP"))
     db = sub.add_parser("db", help="manage the database").add_subparsers(
         dest="db_command", required=True
     )
-    DB.add_to(db.add_parser("upgrade", help="apply the schema migrations"))
+    add_options(db.add_parser("upgrade", help="apply the schema migrations"), "db")
     add_db_commands(db)
     session = sub.add_parser("session", help="lock a session for maintenance, or unlock it")
     actions = session.add_subparsers(dest="session_command", required=True)
     for action in ("lock", "unlock"):
         change = actions.add_parser(action, help=f"{action} a session")
         change.add_argument("session_id", help="the session's id")
-        DB.add_to(change)
+        add_options(change, "db")
     return parser
 
 
@@ -123,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "plugins":
         print(list_plugins())
     elif args.command == "serve":
-        serve(args)
+        serve(Settings.of(args))
     elif args.command == "db" and args.db_command == "prune":
         print("\n".join(prune(args)))
     elif args.command == "db" and args.db_command == "backup":

@@ -6,31 +6,30 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import os
 import sqlite3
 from pathlib import Path
 
 from runpoint.adapters.serving import (
-    APP,
-    DB,
     StartupError,
-    add_retention_options,
     database_url,
     load_agents,
     opened,
-    retention_from_env,
+    retention_of,
 )
+from runpoint.adapters.settings import DEFAULTS, add_options
+
+RETAIN = ("retain_runs", "retain_checkpoints", "retain_events")
 
 
 def add_db_commands(db: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     prune = db.add_parser("prune", help="apply the retention policies once, and say what went")
-    for option in (DB, APP):
-        option.add_to(prune)
-    add_retention_options(prune)
+    add_options(prune, "db", "app", *RETAIN)
     prune.add_argument("--dry-run", action="store_true", help="remove nothing: say what would go")
     backup = db.add_parser("backup", help="copy a SQLite database online, while it serves")
     backup.add_argument("path", help="the copy's file (written whole, or not at all)")
-    DB.add_to(backup)
+    add_options(backup, "db")
 
 
 def prune(args: argparse.Namespace) -> list[str]:
@@ -38,13 +37,9 @@ def prune(args: argparse.Namespace) -> list[str]:
     from runpoint.durable.retention import Sweeper
     from runpoint.seams.host import PluginHost
 
-    for option in (DB, APP):
-        os.environ[option.variable] = getattr(args, option.dest)
-    for flag in ("retain_runs", "retain_checkpoints", "retain_events"):
-        if (value := getattr(args, flag)) is not None:
-            os.environ["RUNPOINT_" + flag.upper()] = value
+    settings = dataclasses.replace(DEFAULTS, **{name: getattr(args, name) for name in RETAIN})
     try:
-        server = retention_from_env()
+        server = retention_of(settings)
         agents = {a.id: a.retention for a in load_agents(args.app)}
     except ValueError as exc:
         raise StartupError(str(exc)) from exc

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runpoint.core.errors import NotFound
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 
 COMMAND = Path(sys.executable).parent / "runpoint"
@@ -29,7 +29,9 @@ async def runpoint(*args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize("database", ["sqlite", "postgresql"], indirect=True)
 async def test_prune_says_what_it_would_remove_then_removes_it(database: str) -> None:
     async with Runpoint(agents, database=database) as rp:
-        run = await (await rp.create_run("travel-agent", "Paris")).result()
+        run = await (
+            await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))
+        ).result()
     status, out, _ = await runpoint(
         "db", "prune", "--db", database, "--retain-runs", "0s", "--dry-run"
     )
@@ -37,12 +39,12 @@ async def test_prune_says_what_it_would_remove_then_removes_it(database: str) ->
     assert out.splitlines()[0] == f"would remove run {run.run_id}"
     assert out.splitlines()[-1].startswith("would remove 1 runs, 1 sessions, ")
     async with Runpoint(agents, database=database) as rp:
-        assert (await rp.find_run(run.run_id)).run_id == run.run_id
+        assert (await rp.get_run(run.run_id)).run.run_id == run.run_id
     status, out, _ = await runpoint("db", "prune", "--db", database, "--retain-runs", "0s")
     assert status == 0 and out.splitlines()[0] == f"removed run {run.run_id}"
     async with Runpoint(agents, database=database) as rp:
         with pytest.raises(NotFound):
-            await rp.find_run(run.run_id)
+            await rp.get_run(run.run_id)
     status, out, _ = await runpoint("db", "prune", "--db", database)
     assert (
         out.strip()
@@ -56,11 +58,15 @@ async def test_a_backup_taken_while_runs_are_written_opens_migrates_and_serves(
     database = f"sqlite:///{tmp_path / 'live.db'}"
     copy = tmp_path / "copy.db"
     async with Runpoint(agents, database=database) as rp:
-        first = await (await rp.create_run("travel-agent", "Paris and Tokyo")).result()
+        first = await (
+            await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris and Tokyo"))
+        ).result()
 
         async def write() -> None:
             while True:
-                await (await rp.create_run("travel-agent", "Lagos")).result()
+                await (
+                    await rp.create_run(CreateRun(agent_id="travel-agent", message="Lagos"))
+                ).result()
 
         writing = asyncio.create_task(write())
         try:
@@ -73,7 +79,9 @@ async def test_a_backup_taken_while_runs_are_written_opens_migrates_and_serves(
         expected = await rp.get_run(first.run_id)
     async with Runpoint(agents, database=f"sqlite:///{copy}") as restored:
         assert await restored.get_run(first.run_id) == expected
-        served = await (await restored.create_run("travel-agent", "Kyoto")).result()
+        served = await (
+            await restored.create_run(CreateRun(agent_id="travel-agent", message="Kyoto"))
+        ).result()
         assert served.content
 
 

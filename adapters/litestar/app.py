@@ -6,6 +6,7 @@ operation, or a handler whose arguments are not the operation's inputs fails her
 from __future__ import annotations
 
 import inspect
+import json
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -21,21 +22,24 @@ from litestar.types import FileInfo, PathType
 
 from runpoint.adapters import console
 from runpoint.adapters.auth import Auth
+from runpoint.adapters.settings import DEFAULTS
 from runpoint.adapters.telemetry import observers
 from runpoint.adapters.tracing import Tracing
 from runpoint.facade import Runpoint
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 
-from . import branches, inputs, reference, sessions, sse
+# each module of handlers registers them as it is imported
+from . import branches, inputs, reference, runs, session_checkpoints, sessions, sse  # noqa: F401
+from .documents import Documents
 from .errors import EXCEPTION_HANDLERS, add_request_id
-from .handlers import HANDLERS, Handler
+from .handlers import HANDLERS
 from .security import PUBLIC, Authenticate, FailureBudget
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
 Endpoint = Callable[[Request[Any, Any, Any]], Awaitable[Response[Any]]]
-DEFAULT_MAX_BODY_BYTES = 10_000_000
+Given = dict[str, object]
 
 
 def create_app(
@@ -44,8 +48,8 @@ def create_app(
     database: str,
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
+    max_body_bytes: int = DEFAULTS.max_body_bytes,
+    keepalive_seconds: float = DEFAULTS.keepalive_seconds,
     **options: Any,
 ) -> Litestar:
     """The app serving `agents` from `database` (a URL: the CLI gives its default);
@@ -68,8 +72,8 @@ def build(
     *,
     auth: Auth | None = None,
     rate_limit: RateLimitConfig | None = None,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    keepalive_seconds: float = sse.KEEPALIVE_SECONDS,
+    max_body_bytes: int = DEFAULTS.max_body_bytes,
+    keepalive_seconds: float = DEFAULTS.keepalive_seconds,
 ) -> Litestar:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
@@ -80,17 +84,14 @@ def build(
     doc = doc or document()
     auth = auth or Auth()
     served = reference.served(doc, open_=auth.is_open)
-    handlers = (
-        HANDLERS
-        | sessions.HANDLERS
-        | branches.HANDLERS
-        | {"get_openapi": reference.get_openapi(served)}
-    )
+    # what of the app's own state a handler may name: the run documents it keeps (each
+    # app its own: two apps in a process may serve two databases), the document it serves
+    given: Given = {"documents": Documents(), "openapi_json": json.dumps(served).encode()}
     ops = operations(doc)
     ids = {op.operation_id for op in ops}
-    if missing := sorted(ids - handlers.keys()):
+    if missing := sorted(ids - HANDLERS.keys()):
         raise SpecError(f"operations without a handler: {', '.join(missing)}")
-    if extra := sorted(handlers.keys() - ids):
+    if extra := sorted(HANDLERS.keys() - ids):
         raise SpecError(f"handlers without an operation: {', '.join(extra)}")
     paths: dict[str, list[Operation]] = {}
     for op in ops:
@@ -109,7 +110,7 @@ def build(
     return Litestar(
         route_handlers=[
             *(
-                _route(rp, path, path_ops, handlers, keepalive_seconds)
+                _route(rp, path, path_ops, given, keepalive_seconds)
                 for path, path_ops in paths.items()
             ),
             ui,
@@ -147,16 +148,18 @@ class ConsoleFiles(BaseLocalFileSystem):
             raise FileNotFoundError(str(path)) from exc
 
 
-def _endpoint(rp: Runpoint, op: Operation, handler: Handler, keepalive: float) -> Endpoint:
+def _endpoint(rp: Runpoint, op: Operation, given: Given, keepalive: float) -> Endpoint:
+    handler = HANDLERS[op.operation_id]
     arguments = list(inspect.signature(handler).parameters)[1:]
-    if sorted(arguments) != sorted(f.name for f in op.fields):
+    state = {name: given[name] for name in arguments if name in given}
+    if (taken := sorted(set(arguments) - state.keys())) != sorted(f.name for f in op.fields):
         raise SpecError(
-            f"{op.operation_id}: the handler takes {sorted(arguments)}, "
+            f"{op.operation_id}: the handler takes {taken}, "
             f"the operation has {sorted(f.name for f in op.fields)}"
         )
 
     async def endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
-        reply = await handler(rp, **await inputs.read(request, op))
+        reply = await handler(rp, **state, **await inputs.read(request, op))
         if isinstance(reply, Response):
             return reply
         if isinstance(reply, sse.EventStream):
@@ -168,13 +171,13 @@ def _endpoint(rp: Runpoint, op: Operation, handler: Handler, keepalive: float) -
 
 
 def _route(
-    rp: Runpoint, path: str, ops: list[Operation], handlers: dict[str, Handler], keepalive: float
+    rp: Runpoint, path: str, ops: list[Operation], given: Given, keepalive: float
 ) -> HTTPRouteHandler:
     """One Litestar route per path, whatever its methods (Litestar answers OPTIONS with a
     stale Allow header when one path is registered in parts)."""
     if len({op.public for op in ops}) > 1:
         raise SpecError(f"{path}: some of its operations are public and some are not")
-    endpoints = {op.method: _endpoint(rp, op, handlers[op.operation_id], keepalive) for op in ops}
+    endpoints = {op.method: _endpoint(rp, op, given, keepalive) for op in ops}
 
     async def route(request: Request[Any, Any, Any]) -> Response[Any]:
         return await endpoints[request.method](request)

@@ -1,5 +1,5 @@
 """The operations that compare and multiply a run's futures: diff and fan-out (see
-openapi.yaml), by operationId in HANDLERS."""
+openapi.yaml)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from typing import Any
 import msgspec
 from litestar import Response
 
-from runpoint.facade import Runpoint
-from runpoint.runs.continuation import Branch
+from runpoint.facade import Branch, FanOut, Runpoint
 
 from . import diff_wire, inputs, wire
 from .edit_requests import edit_requests
-from .handlers import Handler, Reply
+from .handlers import Reply, operation
 
 
+@operation
 async def get_agent_run_diff(
     rp: Runpoint,
     *,
@@ -41,6 +41,7 @@ class FanOutAccepted(msgspec.Struct):
     runs: list[wire.Accepted]
 
 
+@operation
 async def fan_out_agent_run(
     rp: Runpoint,
     *,
@@ -52,15 +53,15 @@ async def fan_out_agent_run(
     background: bool,
     idempotency_key: str | None,
 ) -> Reply:
-    handles = await rp.fan_out(
-        run_id,
-        _branches(branches),
+    request = FanOut(
+        run_id=run_id,
+        branches=_branches(branches),
         session_id=session_id,
         agent_id=agent_id,
         continue_from=inputs.continue_from(continue_from),
         background=background,
-        idempotency_key=idempotency_key,
     )
+    handles = await rp.fan_out(request, idempotency_key=idempotency_key)
     runs = [wire.Accepted(h.run.run_id, h.run.session_id, h.run.status) for h in handles]
     return Response(
         wire.encode(FanOutAccepted(runs)), status_code=202, media_type="application/json"
@@ -78,6 +79,3 @@ def _branches(branches: list[dict[str, Any]]) -> list[Branch]:
         )
         for b in branches
     ]
-
-
-HANDLERS: dict[str, Handler] = {h.__name__: h for h in (get_agent_run_diff, fan_out_agent_run)}

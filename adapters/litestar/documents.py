@@ -8,8 +8,8 @@ after; all else these documents say is the run's row (which a cancel from anothe
 changes without a new revision). So the run as read with the request names each document:
 one is served while the run reads back exactly as it was when the document was made. (A
 fork's documents hold its sources' messages and checkpoints, which its row does not follow:
-they are made on every request.) Each process keeps its own, up to a budget of bytes, the
-least recently served dropped first."""
+they are made on every request.) Each app keeps its own (`app.build` makes it, handlers
+name it), up to a budget of bytes, the least recently served dropped first."""
 
 from __future__ import annotations
 

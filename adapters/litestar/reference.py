@@ -9,7 +9,6 @@ are its clients, public like the console.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from litestar import MediaType, Request, Response, get
@@ -22,7 +21,7 @@ from swagger_ui_bundle import swagger_ui_path
 
 from runpoint.facade import Runpoint
 
-from .handlers import Handler, Reply
+from .handlers import Reply, operation
 from .security import PUBLIC
 from .spec import JSON
 
@@ -43,14 +42,10 @@ def served(doc: dict[str, Any], *, open_: bool) -> dict[str, Any]:
     return {k: v for k, v in doc.items() if k != "security"} | {"components": components}
 
 
-def get_openapi(served_doc: dict[str, Any]) -> Handler:
-    """The handler of the operation `get_openapi`: the served document, as JSON."""
-    body = json.dumps(served_doc).encode()
-
-    async def get_openapi(rp: Runpoint) -> Reply:
-        return Response(body, media_type=JSON)
-
-    return get_openapi
+@operation
+async def get_openapi(rp: Runpoint, *, openapi_json: bytes) -> Reply:
+    """The served document, as JSON (the app gives it, see `served`)."""
+    return Response(openapi_json, media_type=JSON)
 
 
 def routes(served_doc: dict[str, Any]) -> list[HTTPRouteHandler]:

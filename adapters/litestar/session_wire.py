@@ -10,9 +10,9 @@ import msgspec
 
 from runpoint.core.types import Session, SessionCheckpoint
 
+from .catalog_wire import ForkedSession
 from .cursors import Cursors
 from .errors import HttpError
-from .wire import ForkedSession
 
 
 class SessionCheckpointOut(msgspec.Struct):

@@ -8,16 +8,20 @@ from litestar import Response
 from runpoint.core.types import Session
 from runpoint.facade import Runpoint
 
-from . import wire
+from . import catalog_wire, wire
 from .errors import HttpError
-from .handlers import Handler, Reply, agent_name
+from .handlers import Reply, agent_name, operation
 
 
+@operation
 async def list_sessions(rp: Runpoint, *, limit: int, page: int) -> Reply:
     sessions = await rp.list_sessions(limit=limit, offset=(page - 1) * limit)
-    return wire.SessionPage([wire.session(s) for s in sessions], wire.PageMeta(page, limit))
+    return catalog_wire.SessionPage(
+        [catalog_wire.session(s) for s in sessions], catalog_wire.PageMeta(page, limit)
+    )
 
 
+@operation
 async def create_session(
     rp: Runpoint,
     *,
@@ -39,14 +43,17 @@ async def create_session(
     return Response(body, status_code=201, media_type="application/json")
 
 
+@operation
 async def get_session(rp: Runpoint, *, session_id: str) -> Reply:
     return await _named(rp, await rp.get_session(session_id))
 
 
+@operation
 async def rename_session(rp: Runpoint, *, session_id: str, session_name: str) -> Reply:
     return await _named(rp, await rp.rename_session(session_id, session_name))
 
 
+@operation
 async def update_session(
     rp: Runpoint,
     *,
@@ -61,20 +68,22 @@ async def update_session(
     return await rename_session(rp, session_id=session_id, session_name=session_name)
 
 
-async def _named(rp: Runpoint, session: Session) -> wire.SessionOut:
+async def _named(rp: Runpoint, session: Session) -> catalog_wire.SessionOut:
     """The session as one is answered on its own: named, if it has no name, by its first
     input, as AgentOS names it ("" before any run)."""
     if session.session_name is not None:
-        return wire.session(session)
+        return catalog_wire.session(session)
     runs = await rp.list_runs(session.session_id)
-    return wire.session(session, (runs[0].input or "") if runs else "")
+    return catalog_wire.session(session, (runs[0].input or "") if runs else "")
 
 
+@operation
 async def delete_session(rp: Runpoint, *, session_id: str) -> Reply:
     await rp.delete_session(session_id)
     return None
 
 
+@operation
 async def delete_sessions(
     rp: Runpoint, *, session_ids: list[str], session_types: list[str]
 ) -> Reply:
@@ -84,32 +93,18 @@ async def delete_sessions(
     return None
 
 
+@operation
 async def get_session_run_previews(rp: Runpoint, *, session_id: str) -> Reply:
-    return [wire.run_preview(r) for r in await rp.list_runs(session_id)]
+    return [catalog_wire.run_preview(r) for r in await rp.list_runs(session_id)]
 
 
+@operation
 async def get_session_runs(rp: Runpoint, *, session_id: str) -> Reply:
     details = await rp.views.list_run_details(session_id)
     return [wire.run_detail(d, agent_name(rp, d.run.agent_id)) for d in details]
 
 
+@operation
 async def get_session_run(rp: Runpoint, *, session_id: str, run_id: str) -> Reply:
     detail = await rp.views.get_run(run_id, session_id=session_id)
     return wire.run_detail(detail, agent_name(rp, detail.run.agent_id))
-
-
-HANDLERS: dict[str, Handler] = {
-    h.__name__: h
-    for h in (
-        list_sessions,
-        create_session,
-        get_session,
-        rename_session,
-        update_session,
-        delete_session,
-        delete_sessions,
-        get_session_run_previews,
-        get_session_runs,
-        get_session_run,
-    )
-}

@@ -34,7 +34,6 @@ AGNO_EVENTS = frozenset(
 )  # fmt: skip
 Events = Literal["agno", "all"]
 RETRY_MS = 1_000  # how long a client waits before it reconnects
-KEEPALIVE_SECONDS = 15.0  # the default quiet time before a comment
 KEEPALIVE = b": keep-alive\n\n"
 FRAMES_KEPT = 10_000  # events' frames kept for the other followers of their runs
 _formatted: dict[tuple[str, int], bytes] = {}  # by (run_id, seq): oldest first
@@ -86,7 +85,7 @@ class EventStream:
     batches: AsyncIterator[list[RunEvent]]
     which: Events = "agno"
 
-    def response(self, keepalive_seconds: float = KEEPALIVE_SECONDS) -> Stream:
+    def response(self, keepalive_seconds: float) -> Stream:
         body: AsyncIterator[Any] = _kept_alive(self._frames(), keepalive_seconds)
         return Stream(body, media_type=MEDIA_TYPE, headers=HEADERS)
 

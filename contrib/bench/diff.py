@@ -28,7 +28,7 @@ from databases import NewDatabase, databases
 from storage import median_seconds
 
 from runpoint.core.types import Message, Run, RunStatus, Segment, Session, ToolCall
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, FanOut, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.runs.continuation import Branch
 from runpoint.seams.agent import Agent, tool
@@ -119,14 +119,18 @@ def slow_batches(turns: int, seconds: float) -> ScriptedModel:
 
 async def measure_fan_out(rp: Runpoint, repeat: int) -> tuple[float, float]:
     """The median milliseconds until one fork, and until all of a fan-out of 8, ended."""
-    source = await (await rp.create_run("worker", "go")).result()
+    source = await (await rp.create_run(CreateRun(agent_id="worker", message="go"))).result()
 
     async def one() -> None:
-        handle = await rp.continue_run(source.run_id, continue_from=1, fork=True)
+        handle = await rp.continue_run(
+            ContinueRun(run_id=source.run_id, continue_from=1, fork=True)
+        )
         assert (await handle.result()).status is RunStatus.COMPLETED
 
     async def eight() -> None:
-        handles = await rp.fan_out(source.run_id, [Branch()] * FAN_OUT, continue_from=1)
+        handles = await rp.fan_out(
+            FanOut(run_id=source.run_id, branches=[Branch()] * FAN_OUT, continue_from=1)
+        )
         runs = await asyncio.gather(*(h.result() for h in handles))
         assert all(r.status is RunStatus.COMPLETED for r in runs)
 

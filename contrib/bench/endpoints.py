@@ -29,7 +29,7 @@ from pathlib import Path
 import httpx
 
 from runpoint.core.types import ToolCall
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.model import ModelRequest, ModelResponse
@@ -61,7 +61,7 @@ async def seed(database: str, sizes: list[int]) -> tuple[str, str, int]:
     """Make one run; return its run_id, session_id and last interior checkpoint."""
     agent = Agent(id=AGENT_ID, model=batches(sizes), tools=[lookup], max_turns=len(sizes) + 1)
     async with Runpoint([agent], database=database) as rp:
-        run = await (await rp.create_run(AGENT_ID, "go")).result()
+        run = await (await rp.create_run(CreateRun(agent_id=AGENT_ID, message="go"))).result()
         _, checkpoints = await rp.timeline(run.run_id)
         assert run.message_count == 2 + len(sizes) + sum(sizes), run
         return run.run_id, run.session_id, checkpoints[-2].message_index

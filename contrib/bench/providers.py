@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.providers
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.runs.executor import RunHandle
 from runpoint.seams.agent import Agent, tool
 from tests.providers import wire
@@ -160,7 +160,13 @@ async def bench(provider: str, sizes: list[int], stream: bool, database: str) ->
             calls = size // 2 - 1  # 1 user + calls x (assistant + result) + 1 answer
             runs = [
                 await measured(
-                    partial(rp.create_run, "bench", f"calls: {calls}", stream=stream), rp, stream
+                    partial(
+                        rp.create_run,
+                        CreateRun(agent_id="bench", message=f"calls: {calls}"),
+                        stream=stream,
+                    ),
+                    rp,
+                    stream,
                 )
                 for _ in range(3 if size <= 100 else 1)
             ]
@@ -173,7 +179,9 @@ async def bench(provider: str, sizes: list[int], stream: bool, database: str) ->
         middle = sizes[-1] // 2
         largest = results[sizes[-1]].run_id
         mid = await measured(
-            lambda: rp.continue_run(largest, continue_from=middle, input="calls: 0", stream=stream),
+            lambda: rp.continue_run(
+                ContinueRun(run_id=largest, continue_from=middle, input="calls: 0"), stream=stream
+            ),
             rp,
             stream,
         )

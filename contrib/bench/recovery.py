@@ -30,8 +30,8 @@ from pathlib import Path
 from databases import databases
 
 from runpoint import hookimpl
-from runpoint.core.types import Run, RunStatus
-from runpoint.facade import Runpoint
+from runpoint.core.types import Decision, Run, RunStatus
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.seams.host import PluginHost
 from tests.faults.app import agents, booked
 
@@ -44,7 +44,12 @@ async def victim(database: str, runs: int, lease: float) -> None:
     every one of them."""
     async with Runpoint(agents, database=database, lease_seconds=lease) as rp:
         handles = await asyncio.gather(
-            *(rp.create_run("booker", f"job-{i}: {CITIES}", background=True) for i in range(runs))
+            *(
+                rp.create_run(
+                    CreateRun(agent_id="booker", message=f"job-{i}: {CITIES}", background=True)
+                )
+                for i in range(runs)
+            )
         )
         for handle in handles:
             print(handle.run.run_id, flush=True)
@@ -145,12 +150,12 @@ async def decide(rp: Runpoint, run: Run, counter: Path) -> int:
     """Decide a paused run's calls in doubt from the outside record: supply the result
     of a booking that happened, run one that did not."""
     done = bookings(counter)
-    decisions: dict[str, bool | str] = {}
+    decisions: dict[str, Decision] = {}
     for call in (await rp.get_run(run.run_id)).tools:
         if call.in_doubt:
             job, city = call.tool_args["job"], call.tool_args["city"]
             decisions[call.tool_call_id] = booked(job, city) if f"{job} {city}" in done else True
-    await (await rp.continue_run(run.run_id, tools=decisions)).result()
+    await (await rp.continue_run(ContinueRun(run_id=run.run_id, tools=decisions))).result()
     return len(decisions)
 
 

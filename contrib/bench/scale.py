@@ -56,7 +56,7 @@ from runpoint.core.types import (
     Session,
     new_id,
 )
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.agent import Agent, tool
 
@@ -145,7 +145,7 @@ async def worker(
         async def one() -> float:
             async with gate:
                 start = time.perf_counter()
-                await (await rp.create_run("bench", question)).result()
+                await (await rp.create_run(CreateRun(agent_id="bench", message=question))).result()
                 return time.perf_counter() - start
 
         # steady state, as in a server that has been up a while: the connection pool
@@ -178,13 +178,18 @@ async def checkpoint_writes(database: str, count: int = 300) -> list[float]:
     storage = SqlStorage(database)
     await storage.open()
     session = Session(session_id=new_id(), agent_id="bench")
-    run = Run(run_id=new_id(), session_id=session.session_id, agent_id="bench")
-    run.segments = [Segment(run.run_id, 0)]
+    run_id = new_id()
+    run = Run(
+        run_id=run_id,
+        session_id=session.session_id,
+        agent_id="bench",
+        segments=[Segment(run_id, 0)],
+    )
     await storage.create_sessions([session], [run])
     times = []
     for index in range(1, count + 1):
         message = Message(role="tool", content="2.1M", tool_call_id=f"c{index}", tool_name="t")
-        run.message_count = index
+        run.count_appended(index, None)
         checkpoint = Checkpoint(
             new_id(), run.run_id, run.session_id, index, "checkpoint", "tool-batch", run.status
         )

@@ -28,7 +28,7 @@ from databases import databases
 
 from runpoint import hookimpl
 from runpoint.core.types import Timing
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Removed, Retention
@@ -75,10 +75,18 @@ async def soak(url: str, minutes: int, retain: float, every: float, workers: int
         nonlocal made
         while True:
             start = time.time()
-            run = await (await rp.create_run("travel-agent", "Paris, Tokyo and Lagos")).result()
-            await (await rp.continue_run(run.run_id, continue_from=3, input="Paris")).result()
+            run = await (
+                await rp.create_run(
+                    CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos")
+                )
+            ).result()
+            await (
+                await rp.continue_run(
+                    ContinueRun(run_id=run.run_id, continue_from=3, input="Paris")
+                )
+            ).result()
             if made % 5 == 0:
-                await rp.fork_session(run.session_id)
+                await rp.fork_session(ForkSession(session_id=run.session_id))
             latencies.append((start, time.time()))
             made += 1
 

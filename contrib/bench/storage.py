@@ -39,7 +39,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
 from runpoint.core.types import ToolCall
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql.schema import run_events
 from runpoint.plugins.sql.store import SqlStorage
@@ -105,7 +105,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
         before, builds = await written(database), []
         for _ in range(copies):
             start = time.perf_counter()
-            run = await (await rp.create_run("bench", "go")).result()
+            run = await (await rp.create_run(CreateRun(agent_id="bench", message="go"))).result()
             builds.append(time.perf_counter() - start)
         disk, writes = await written(database) - before, storage.writes
         stored = await stored_bytes(storage.engine)
@@ -124,7 +124,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
         fork_times = []
         for _ in range(repeat):  # the fork itself; its (empty) execution is not timed
             start = time.perf_counter()
-            handle = await rp.continue_run(run.run_id, fork=True)
+            handle = await rp.continue_run(ContinueRun(run_id=run.run_id, fork=True))
             fork_times.append(time.perf_counter() - start)
             await handle.result()
         fork_ms = 1000 * statistics.median(fork_times)
@@ -161,7 +161,7 @@ async def at_once(database: str, runs: int = 160, width: int = 16) -> dict[str, 
 
         async def one() -> None:
             async with gate:
-                await (await rp.create_run("bench", "go")).result()
+                await (await rp.create_run(CreateRun(agent_id="bench", message="go"))).result()
 
         before, committed[0], start = await written(database), 0, time.perf_counter()
         await asyncio.gather(*(one() for _ in range(runs)))
@@ -182,7 +182,7 @@ async def commit_pages(database: str, runs: int = 20) -> walpages.Commits:
     async with Runpoint([agent_of_size(SIZES[0])], storage=storage) as rp:
         await written(database)  # the WAL starts over
         for _ in range(runs):
-            await (await rp.create_run("bench", "go")).result()
+            await (await rp.create_run(CreateRun(agent_id="bench", message="go"))).result()
         return walpages.commits(_path(database))
 
 

@@ -32,7 +32,7 @@ import httpx
 from databases import NewDatabase, run_on_databases
 
 from runpoint.core.types import Run, RunEvent
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.agent import Agent
 from runpoint.seams.model import Chunk, ModelRequest, ModelResponse, TextDelta
@@ -128,7 +128,7 @@ async def one_run(
     pool: ProcessPoolExecutor,
 ) -> tuple[list[float], float, int]:
     """Latencies (s) of the live events, server CPU seconds, events sent."""
-    handle = await rp.create_run("bench", "go")
+    handle = await rp.create_run(CreateRun(agent_id="bench", message="go"))
     run = handle.run
     path = f"/agents/{run.agent_id}/runs/{run.run_id}/events?session_id={run.session_id}&events=all"
     cpu = cpu_seconds(server.pid)

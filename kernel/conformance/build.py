@@ -136,7 +136,7 @@ async def append(
     store: Storage, to: Run, new: list[Message], mark: Checkpoint | None = None
 ) -> None:
     """Save a boundary of `to`: `new` messages at its end, and `mark` if any."""
-    to.message_count += len(new)
+    to.count_appended(to.message_count + len(new), None)
     await store.save(to, new, mark)
 
 

@@ -75,7 +75,7 @@ async def text_with_nul_is_kept_whole(store: Storage) -> None:
     result = Message(role="tool", content=TEXT, tool_call_id="call-1", tool_args={"text": TEXT})
     mark = build.checkpoint(run, 3)
     mark.message_preview = TEXT
-    run.content, run.error = TEXT, TEXT
+    run = msgspec.structs.replace(run, content=TEXT, error=TEXT)
     await store.save(run, [], None, intents=["call-1"])
     await build.append(store, run, [result], mark)
     await store.record_tool_results(run.run_id, [result])

@@ -116,13 +116,21 @@ async def what_a_caller_changes_is_not_what_is_stored(store: Storage) -> None:
 @check(RUNS)
 async def save_bumps_the_revision_and_writes_the_run(store: Storage) -> None:
     _, run = await build.started(store, build.messages(1), status=RunStatus.RUNNING)
-    run.status = RunStatus.PAUSED
-    run.content, run.error, run.model = "Shall I book?", None, "scripted:other"
-    run.usage = Usage(5, 7)
-    run.in_doubt, run.decisions = ["call-1"], {"call-1": False}
-    run.last_checkpoint_at_message_index = 2
-    run.lease_owner, run.lease_expires_at, run.recoveries = "worker-2", now() + 30, 1
-    run.updated_at = now()
+    run = msgspec.structs.replace(
+        run,
+        status=RunStatus.PAUSED,
+        content="Shall I book?",
+        error=None,
+        model="scripted:other",
+        usage=Usage(5, 7),
+        in_doubt=["call-1"],
+        decisions={"call-1": False},
+        last_checkpoint_at_message_index=2,
+        lease_owner="worker-2",
+        lease_expires_at=now() + 30,
+        recoveries=1,
+        updated_at=now(),
+    )
     await build.append(store, run, build.messages(2, "more"))
     assert run.revision == 2
     got = await store.get_run(run.run_id)
@@ -136,7 +144,7 @@ async def save_with_a_stale_revision_is_a_conflict_and_writes_nothing(store: Sto
     assert stale is not None
     await build.append(store, run, [])
     before = await store.get_session(session.session_id)
-    stale.message_count, stale.status = 2, RunStatus.ERROR
+    stale = msgspec.structs.replace(stale, message_count=2, status=RunStatus.ERROR)
     try:
         await store.save(
             stale, build.messages(1, "stale"), build.checkpoint(stale, 2), intents=["call-stale"]
@@ -182,7 +190,7 @@ async def save_reads_the_cancel_flag_back_and_keeps_it(store: Storage) -> None:
     assert not run.cancel_requested
     await build.append(store, run, build.messages(1, "next"))
     assert run.cancel_requested, "save did not read the flag back"
-    run.cancel_requested = False  # a writer does not lift it
+    run = msgspec.structs.replace(run, cancel_requested=False)  # a writer does not lift it
     await build.append(store, run, [])
     got = await store.get_run(run.run_id)
     assert got is not None and got.cancel_requested and run.cancel_requested
@@ -243,7 +251,7 @@ async def expired_runs_are_those_of_the_agents_asked_even_among_many_others(
 async def intents_are_recorded_with_their_save(store: Storage) -> None:
     _, run = await build.started(store, build.messages(1))
     turn = build.tool_turn("call-1")
-    run.message_count += 1
+    run.count_appended(run.message_count + 1, None)
     await store.save(run, turn[:1], None, intents=["call-1"])
     assert await store.tool_records(run.run_id, ["call-1", "call-2"]) == {"call-1": None}
     assert await store.tool_records(run.run_id, []) == {}
@@ -253,7 +261,7 @@ async def intents_are_recorded_with_their_save(store: Storage) -> None:
 async def a_recorded_call_reads_back_its_result(store: Storage) -> None:
     _, run = await build.started(store, build.messages(1))
     turn = build.tool_turn("call-1")
-    run.message_count += 1
+    run.count_appended(run.message_count + 1, None)
     await store.save(run, turn[:1], None, intents=["call-1", "call-2"])
     await store.record_tool_results(run.run_id, [turn[1]])
     records = await store.tool_records(run.run_id, ["call-1", "call-2"])

@@ -88,7 +88,7 @@ async def a_fork_born_with_edits_holds_its_rows_between_its_sources(store: Stora
     await build.append(store, source, [], build.checkpoint(source, 6))
     fork = build.fork(source, 5, message_count=6)
     own = Segment(fork.run_id, 1, 2), Segment(fork.run_id, 3, 4)
-    fork.segments = [
+    segments = [
         Segment(source.run_id, 0, 1),
         own[0],
         Segment(source.run_id, 2, 3),
@@ -96,6 +96,7 @@ async def a_fork_born_with_edits_holds_its_rows_between_its_sources(store: Stora
         Segment(source.run_id, 4, 5),
         fork.segments[-1],
     ]
+    fork = msgspec.structs.replace(fork, segments=segments)
     edited = build.messages(3, "edited")
     await store.create_runs([fork], {fork.run_id: edited})
     every = build.messages(6)

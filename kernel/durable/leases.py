@@ -44,14 +44,14 @@ class Leases:
         """Take (or renew) the lease of a run this process executes; drop it when the
         run is no longer RUNNING."""
         if run.status in (RunStatus.RUNNING, RunStatus.PENDING):
-            run.lease_owner, run.lease_expires_at = self.owner, now() + self.lease_seconds
+            run.lease_to(self.owner, now() + self.lease_seconds)
         else:
-            run.lease_owner, run.lease_expires_at = None, None
+            run.lease_to(None, None)
 
     def offer(self, run: Run) -> None:
         """Leave a PENDING run to the run queue: it is nobody's until a process claims it,
         and if none has within `lease_seconds`, the lease watch of any process takes it."""
-        run.lease_owner, run.lease_expires_at = None, now() + self.lease_seconds
+        run.lease_to(None, now() + self.lease_seconds)
 
     def is_held_elsewhere(self, run: Run) -> bool:
         """Whether another live process executes this run."""
@@ -110,8 +110,7 @@ class Leases:
     async def _recover(self, run: Run, claimed: Callable[[Run], Awaitable[object]]) -> None:
         giving_up = run.recoveries >= self.max_recoveries
         if not giving_up:
-            run.recoveries += 1
-            run.status = RunStatus.RUNNING  # a PENDING run never got going: start it
+            run.recover()  # a PENDING run never got going: it starts
         self.stamp(run)
         try:
             await self.storage.save(run, [], None)  # the claim: one process wins
@@ -129,10 +128,10 @@ class Leases:
         is read now: the claim waited for an append of that process under way, and refuses
         its later ones (a RunError given a seq read before the claim could lose that seq to
         such an append, whose event would stand)."""
-        run.status = RunStatus.ERROR
-        run.error = (
+        run.end(
+            RunStatus.ERROR,
             f"the run's process was lost {run.recoveries + 1} times; "
-            f"it was resumed {run.recoveries} times and is not resumed again"
+            f"it was resumed {run.recoveries} times and is not resumed again",
         )
         # its stream ends as any run's that failed, with the reason
         error = RunEvent.of(run, "RunError", error=run.error, usage=run.usage)

@@ -28,19 +28,15 @@ from runpoint.core.types import (
     Segment,
     Session,
     new_id,
-    now,
 )
 from runpoint.durable import idempotency
-from runpoint.durable.leases import Leases
 from runpoint.reads import continue_points
-from runpoint.reads.queries import Queries
+from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Continuation, ContinueRun
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
 from runpoint.runs.fan_out import FanOut, fan_out
 from runpoint.seams.agent import Agent
-from runpoint.seams.host import PluginHost
-from runpoint.seams.storage import Storage
-from runpoint.sessions.lifecycle import Sessions, fork_runs, forked_session
+from runpoint.sessions.lifecycle import fork_runs, forked_session
 
 
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -64,22 +60,18 @@ class ForkSession(msgspec.Struct, frozen=True, kw_only=True):
 class Commands:
     def __init__(
         self,
-        storage: Storage,
-        host: PluginHost,
-        leases: Leases,
-        queries: Queries,
-        sessions: Sessions,
+        context: RunContext,
         executor: Executor,
         *,
         busy_session: Literal["conflict", "wait"],
         busy_timeout: float,
     ) -> None:
-        self.storage = storage
-        self.leases = leases
-        self.queries = queries
-        self.sessions = sessions
+        self.storage = context.storage
+        self.leases = context.leases
+        self.queries = context.queries
+        self.sessions = context.sessions
         self.executor = executor
-        self.continuation = Continuation(storage, host, leases, queries, sessions, executor)
+        self.continuation = Continuation(context, executor)
         self.busy_session = busy_session
         self.busy_timeout = busy_timeout
 
@@ -215,14 +207,14 @@ class Commands:
         if self.executor.cancel(run_id):
             return run
         if self.leases.is_held_elsewhere(run) and await self.storage.request_cancel(run_id):
-            run.cancel_requested = True
+            run.request_cancel()
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
             return run  # cancel is idempotent: an ended run answers as it is
+        in_doubt = None
         if run.status in IN_FLIGHT:  # its process died: say which calls it may have left
-            run.in_doubt = await continue_points.calls_in_doubt(self.storage, run)
-        run.status = RunStatus.CANCELLED
-        run.updated_at = now()
+            in_doubt = await continue_points.calls_in_doubt(self.storage, run)
+        run.cancel(in_doubt)
         self.leases.stamp(run)
         try:
             await self.storage.save(run, [], None)

@@ -25,17 +25,13 @@ from runpoint.core.types import (
     new_id,
 )
 from runpoint.durable import idempotency
-from runpoint.durable.leases import Leases
 from runpoint.reads import continue_points
 from runpoint.reads.continue_points import ContinueFrom
-from runpoint.reads.queries import Queries
 from runpoint.runs import edits, tool_calls
+from runpoint.runs.context import RunContext
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
 from runpoint.seams.agent import Agent
-from runpoint.seams.host import PluginHost
-from runpoint.seams.storage import Storage
-from runpoint.sessions.lifecycle import Sessions
 
 # statuses of a run that "continue from end" picks up again in place
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
@@ -91,20 +87,12 @@ def checked_decisions(
 
 
 class Continuation:
-    def __init__(
-        self,
-        storage: Storage,
-        host: PluginHost,
-        leases: Leases,
-        queries: Queries,
-        sessions: Sessions,
-        executor: Executor,
-    ) -> None:
-        self.storage = storage
-        self.host = host
-        self.leases = leases
-        self.queries = queries
-        self.sessions = sessions
+    def __init__(self, context: RunContext, executor: Executor) -> None:
+        self.storage = context.storage
+        self.host = context.host
+        self.leases = context.leases
+        self.queries = context.queries
+        self.sessions = context.sessions
         self.executor = executor
 
     async def start(
@@ -203,17 +191,13 @@ class Continuation:
                 "the run is waiting for tool decisions; send `tools`, not a new input"
             )
         new = [Message(role="user", content=request.input)] if request.input is not None else []
-        if request.model is not None:
-            run.model = request.model
         if self.leases.is_held_elsewhere(run):
             raise Conflict(f"run {run.run_id} is executing in another process")
         # Claim the run, with its new input or the person's decisions (added to those of
         # an earlier continue the batch still waits on): whoever executes it reads them
         # from the run. A concurrent continue of it (here or in another process) read the
         # same revision, and its claim now fails with Conflict.
-        run.error = None
-        run.message_count += len(new)
-        run.decisions = {**run.decisions, **decisions}
+        run.continue_with(len(new), decisions, request.model)
         self.executor.accept(run, background=request.background, stream=stream)
         await self.storage.save(run, new, None, answering=idempotency.answering(claim, run.run_id))
         return await self.executor.begin(
@@ -240,12 +224,10 @@ class Continuation:
         if request.regenerate and request.replace_original is not False:
             if source.status in IN_FLIGHT:
                 raise Conflict(f"run {source.run_id} is in flight; it cannot be replaced yet")
-            source.status = RunStatus.REGENERATED
+            source.mark_regenerated()
             await self.storage.save(source, [], None)
         branch = Branch(input=request.input, edits=request.edits, model=request.model)
-        run, rows, new = await self.fork(agent, source, index, branch)
-        if request.regenerate:
-            run.regenerated_from = source.run_id
+        run, rows, new = await self.fork(agent, source, index, branch, request.regenerate)
         self.executor.accept(run, background=request.background, stream=stream)
         await self.storage.create_runs(
             [run], {run.run_id: rows}, answering=idempotency.answering(claim, run.run_id)
@@ -255,10 +237,11 @@ class Continuation:
         )
 
     async def fork(
-        self, agent: Agent, source: Run, index: int, branch: Branch
+        self, agent: Agent, source: Run, index: int, branch: Branch, regenerates: bool = False
     ) -> tuple[Run, list[Message], list[Message]]:
         """A new run at the source's whole boundary `index`, not written yet: the run, the
-        rows it is born with (edited messages, its input), and its input."""
+        rows it is born with (edited messages, its input), and its input. `regenerates`:
+        it regenerates the source's final answer."""
         run_id = new_id()
         new = [Message(role="user", content=branch.input)] if branch.input is not None else []
         born = await edits.birth(self.storage, agent, source, index, branch.edits, run_id, new)
@@ -276,6 +259,7 @@ class Continuation:
             previous_run_id=source.previous_run_id,
             forked_from_run_id=source.run_id,
             forked_from_message_index=index,
+            regenerated_from=source.run_id if regenerates else None,
             edits=born.edits,
             instructions=branch.instructions,
             decisions=born.decisions,

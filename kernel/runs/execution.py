@@ -19,22 +19,16 @@ import msgspec
 from runpoint.core import transcript
 from runpoint.core.group_commit import GroupCommit
 from runpoint.core.types import (
-    Checkpoint,
     Decision,
     Message,
     Run,
-    RunEvent,
     RunStatus,
     Timing,
     ToolCall,
-    new_id,
-    now,
     stopwatch,
 )
-from runpoint.durable.leases import Leases
 from runpoint.runs import tool_calls
-from runpoint.runs.event_log import EventLog
-from runpoint.seams.agent import Agent
+from runpoint.runs.boundary_write import BoundaryWriter
 from runpoint.seams.host import RunHooks
 from runpoint.seams.model import (
     Model,
@@ -43,47 +37,27 @@ from runpoint.seams.model import (
     TextDelta,
     ToolCallDelta,
 )
-from runpoint.seams.policy import BatchCall, Boundary, BoundaryKind, CheckpointPolicy
-from runpoint.seams.storage import Storage
 
 
-@dataclass
-class Execution:
+@dataclass(kw_only=True)
+class Execution(BoundaryWriter):
     """One execution of a run: its collaborators and its in-memory state."""
 
-    agent: Agent
     model: Model
-    policy_name: str
-    policy: CheckpointPolicy
-    storage: Storage
-    leases: Leases
-    hook: RunHooks
-    run: Run
-    events: EventLog
     watched: bool  # whether the client that started it streams it (the vendor's deltas)
     incoming: Sequence[Message] = ()  # the new input that starts it, written with the run
     history: list[Message] = field(default_factory=list)  # earlier runs, as context
-    transcript: list[Message] = field(default_factory=list)  # durable but for `unsaved`
-    unsaved: list[Message] = field(default_factory=list)
     model_memo: dict[Any, Any] = field(default_factory=dict)  # see ModelRequest.memo
     # a person's decisions on the paused batch (by tool_call_id), as written with the run
     decisions: Mapping[str, Decision] = field(default_factory=dict, init=False)
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     resumed: bool = False
-    model_turns: int = 0  # this execution's
-    tool_batches: int = 0
-    # those of the transcript as loaded (a fork's inherited prefix, earlier executions'):
-    # a policy sees counts over the whole transcript. Counted in the messages the loop
-    # reads whole anyway, so nothing is stored that could disagree with the transcript.
-    turns_before: int = 0
-    batches_before: int = 0
     call_ids: set[str] = field(default_factory=set)  # the transcript's, each once
 
     async def execute(self) -> Run:
         accepted = self.run.status is RunStatus.PENDING
         self.decisions = dict(self.run.decisions)
-        self.run.status = RunStatus.RUNNING
-        self.run.error = None
+        self.run.start()
         self.event("RunContinued" if self.resumed else "RunStarted", model=self.model.name)
         self.hook.runpoint_run_started(run=self.run)
         try:
@@ -94,11 +68,9 @@ class Execution:
             while True:
                 if calls := transcript.unanswered_calls(self.transcript):
                     records = await self.tool_records(calls)
-                    self.run.in_doubt = [
-                        c.id
-                        for c in calls
-                        if c.id in records and records[c.id] is None and c.id not in self.decisions
-                    ]
+                    # started and not known to have finished, and nobody decided since
+                    started = [c.id for c in calls if c.id in records and records[c.id] is None]
+                    self.run.mark_in_doubt([i for i in started if i not in self.decisions])
                     if self.run.in_doubt or tool_calls.undecided(self.agent, calls, self.decisions):
                         if self.cancelled():  # accepted while the run waited: it wins
                             return await self.finish(RunStatus.CANCELLED, "RunCancelled")
@@ -109,13 +81,12 @@ class Execution:
                 elif self.cancelled():  # it stops where all is whole
                     return await self.finish(RunStatus.CANCELLED, "RunCancelled")
                 elif self.model_turns >= self.agent.max_turns:
-                    self.run.error = f"the run reached its limit of {self.agent.max_turns} turns"
-                    return await self.finish(RunStatus.ERROR, "RunError")
+                    limit = f"the run reached its limit of {self.agent.max_turns} turns"
+                    return await self.finish(RunStatus.ERROR, "RunError", limit)
                 else:
                     await self.model_turn()
         except Exception as exc:  # a model or tool-infrastructure failure ends the run
-            self.run.error = f"{type(exc).__name__}: {exc}"
-            return await self.finish(RunStatus.ERROR, "RunError")
+            return await self.finish(RunStatus.ERROR, "RunError", f"{type(exc).__name__}: {exc}")
 
     # -- steps -------------------------------------------------------------------
 
@@ -214,7 +185,7 @@ class Execution:
             and tool_calls.approved(self.decisions.get(c.id))
         }
         if starting or spent:
-            self.run.decisions = {i: d for i, d in self.run.decisions.items() if i not in spent}
+            self.run.spend_decisions(spent)
             await self.save(checkpoint=None, intents=starting)
         # each side effect's result is durable before its call counts as done; the results
         # that finish while one write goes share the next, so a batch of any width holds
@@ -228,8 +199,7 @@ class Execution:
                 tool=tool_calls.info(call, self.decisions.get(call.id))
                 | {"result": message.content, "tool_call_error": message.tool_call_error},
             )
-        self.run.in_doubt = []
-        self.run.decisions = {}  # applied: cleared with the batch's results
+        self.run.clear_batch()  # its decisions applied: cleared with the batch's results
         self.tool_batches += 1
         # the batch's turn, not the whole transcript: a batch's cost stays flat
         last_turn = transcript.last_turn(self.transcript)
@@ -283,7 +253,7 @@ class Execution:
     async def pause(self, calls: list[ToolCall]) -> Run:
         """Stop before a batch that needs a person's decision (a call to confirm, or one
         that may or may not have run); continue with `tools` resumes here."""
-        self.run.status = RunStatus.PAUSED
+        self.run.end(RunStatus.PAUSED)
         waiting = {c.id for c in tool_calls.undecided(self.agent, calls, self.decisions)} | set(
             self.run.in_doubt
         )
@@ -301,94 +271,13 @@ class Execution:
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 
-    async def finish(self, status: RunStatus, event: str) -> Run:
-        self.run.status = status
+    async def finish(self, status: RunStatus, event: str, error: str | None = None) -> Run:
+        self.run.end(status, error)
         if status is RunStatus.COMPLETED:
             self.event("RunContentCompleted")
         await self.reach_boundary("end", ending=event)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
-
-    # -- transcript and durability -----------------------------------------------
-
-    def append(self, message: Message) -> None:
-        self.transcript.append(message)
-        self.unsaved.append(message)
-        self.run.message_count = len(self.transcript)
-        if message.usage is not None:
-            self.run.usage = self.run.usage + message.usage
-        self.hook.runpoint_message_appended(
-            run=self.run, message=message, index=len(self.transcript) - 1
-        )
-
-    async def reach_boundary(
-        self, kind: BoundaryKind, batch: Sequence[ToolCall] = (), ending: str | None = None
-    ) -> None:
-        """Ask the policy; write the checkpoint and the messages it closes together, with
-        the events that tell of them (and `ending`, the event that ends the run, if any):
-        a stream never tells of a write that did not happen."""
-        # A run that failed mid-batch ends at the last whole boundary before it.
-        index = transcript.safe_boundary(self.transcript, len(self.transcript))
-        tools = self.agent.tool_map
-        boundary = Boundary(
-            kind=kind,
-            message_index=index,
-            model_turns=self.turns_before + self.model_turns,
-            tool_batches=self.batches_before + self.tool_batches,
-            agent=self.agent,
-            batch=tuple(
-                BatchCall(c.name, tools[c.name].effect if c.name in tools else None) for c in batch
-            ),
-        )
-        checkpoint = None
-        # an end where the run has a checkpoint already leaves that one (a client may hold
-        # its id): the run's status records the end
-        if (
-            self.policy.is_checkpoint(boundary)
-            and index != self.run.last_checkpoint_at_message_index
-        ):
-            last = self.transcript[index - 1] if index else None
-            checkpoint = Checkpoint(
-                checkpoint_id=new_id(),
-                run_id=self.run.run_id,
-                session_id=self.run.session_id,
-                message_index=index,
-                reason="end" if kind == "end" else "checkpoint",
-                policy=self.policy_name,
-                status=self.run.status,
-                message_id=last.id if last else None,
-                message_role=last.role if last else None,
-                message_preview=transcript.preview(last) if last else None,
-            )
-            self.run.last_checkpoint_at_message_index = index
-            self.event("CheckpointCreated", checkpoint=msgspec.to_builtins(checkpoint))
-        if ending is not None:
-            self.event(ending, content=self.content, error=self.run.error, usage=self.run.usage)
-        took = stopwatch()
-        await self.save(checkpoint)
-        if checkpoint is not None:
-            self.hook.runpoint_checkpoint_written(
-                run=self.run, checkpoint=checkpoint, timing=took()
-            )
-
-    @property
-    def content(self) -> str | None:
-        """The run's content: its last answer's."""
-        return transcript.final_content(self.transcript[self.run.own_start :])
-
-    async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
-        """A durable boundary, with the events waiting to be stored."""
-        self.leases.stamp(self.run)
-        self.run.content = self.content
-        self.run.updated_at = now()
-        async with self.events.writing() as events:
-            await self.storage.save(
-                self.run, self.unsaved, checkpoint, intents=intents, events=events
-            )
-        self.unsaved = []
-
-    def event(self, name: str, /, **data: Any) -> None:
-        self.events.add(RunEvent.of(self.run, name, **data))
 
 
 def announce(hook: RunHooks, run: Run, incoming: Sequence[Message]) -> None:

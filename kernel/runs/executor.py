@@ -16,16 +16,13 @@ import msgspec
 
 from runpoint.core.errors import Conflict
 from runpoint.core.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus
-from runpoint.durable.leases import Leases
-from runpoint.reads.queries import Queries
 from runpoint.reads.streams import Streams
+from runpoint.runs.context import RunContext
 from runpoint.runs.event_log import EventLog
 from runpoint.runs.execution import Execution, announce
 from runpoint.seams.agent import Agent
-from runpoint.seams.host import PluginHost
 from runpoint.seams.model import Model
 from runpoint.seams.runqueue import Measured, QueuedRun, RunQueue
-from runpoint.seams.storage import Storage
 
 POLL_SECONDS = 0.05  # how often a request waiting on another run's progress looks again
 
@@ -66,22 +63,15 @@ class RunHandle:
 
 
 class Executor:
-    def __init__(
-        self,
-        storage: Storage,
-        host: PluginHost,
-        leases: Leases,
-        queries: Queries,
-        queue: RunQueue | None,
-    ) -> None:
-        self.storage = storage
-        self.host = host
-        self.leases = leases
-        self.queries = queries
+    def __init__(self, context: RunContext, queue: RunQueue | None) -> None:
+        self.storage = context.storage
+        self.host = context.host
+        self.leases = context.leases
+        self.queries = context.queries
         self.queue = queue
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.streams = Streams(storage, POLL_SECONDS)
+        self.streams = Streams(context.storage, POLL_SECONDS)
 
     async def open(self, *, execute_queued: bool, recover: bool) -> None:
         """Take this process's share of the queue (if `execute_queued`), and with `recover`
@@ -104,7 +94,7 @@ class Executor:
         """Ready an accepted run for its write: PENDING until its first step in the
         background (a client will poll), else RUNNING; held by this process if it will
         execute here, left to nobody if it goes to the queue."""
-        run.status = RunStatus.PENDING if background else RunStatus.RUNNING
+        run.accept(background=background)
         if self._queued(background, stream):
             self.leases.offer(run)
         else:
@@ -230,7 +220,7 @@ class Executor:
         run = await self.storage.get_run(job.run_id)
         if run is None or run.status is not RunStatus.PENDING:
             return  # cancelled, or taken by the lease watch
-        run.status = RunStatus.RUNNING
+        run.start()
         self.leases.stamp(run)
         try:
             await self.storage.save(run, [], None)

@@ -72,14 +72,14 @@ class MemoryRuns(Tables):
         run = self._runs.get(run_id)
         if run is None or run.status not in IN_FLIGHT:
             return False
-        run.cancel_requested = True
+        run.request_cancel()
         return True
 
     async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
         for run_id in run_ids:
             run = self._runs.get(run_id)
             if run is not None and run.lease_owner == owner and run.status in IN_FLIGHT:
-                run.lease_expires_at = until
+                run.lease_to(owner, until)
 
     async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
         return [

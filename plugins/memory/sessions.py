@@ -106,7 +106,7 @@ class MemorySessions(MemoryRetention):
             return False
         self._refuse_taken_runs(runs)
         for run_id in self._session_runs[session_id]:
-            self._runs[run_id].hidden = True
+            self._runs[run_id].hide()
         self._insert_runs(runs, {})
         session.locked, session.rollback = None, None
         session.event_seq += 1  # the rollback is an event of the session too

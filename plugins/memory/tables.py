@@ -132,8 +132,7 @@ class Tables:
             hidden=stored.hidden,
             cancel_requested=stored.cancel_requested,
         )
-        run.revision += 1
-        run.cancel_requested = stored.cancel_requested
+        run.saved(run.revision + 1, stored.cancel_requested)
 
     @contextlib.contextmanager
     def _answering(self, answering: KeyAnswer | None) -> Iterator[None]:

@@ -30,7 +30,7 @@ class Births(NamedTuple):
         """Once the rows are written: each run's revision as its row has it."""
         revisions = {row["run_id"]: row["revision"] for row in self.runs}
         for run in runs:
-            run.revision = revisions[run.run_id]
+            run.saved(revisions[run.run_id], run.cancel_requested)
 
 
 def births(

@@ -73,8 +73,7 @@ def saved(run: Run, cancel_requested: bool | None) -> None:
     """`run` as its boundary left it (None: refused, another writer changed the run)."""
     if cancel_requested is None:
         raise Conflict(f"run {run.run_id} was changed by another writer")
-    run.revision += 1
-    run.cancel_requested = cancel_requested
+    run.saved(run.revision + 1, cancel_requested)
 
 
 async def write_save(

@@ -15,7 +15,7 @@ from runpoint.adapters import auth
 from runpoint.adapters.litestar import build, create_app
 from runpoint.adapters.metrics import Metrics
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.host import PluginHost
@@ -104,7 +104,9 @@ async def test_a_run_under_way_is_active_until_it_stops() -> None:
     gate.clear()
     rp = Runpoint([waiting], database="memory:", host=PluginHost([Metrics()]))
     async with AsyncTestClient(build(rp)) as client:
-        handle = await rp.create_run("waiting", "Paris", background=True)
+        handle = await rp.create_run(
+            CreateRun(agent_id="waiting", message="Paris", background=True)
+        )
         async with asyncio.timeout(10):
             while not rp.executing():  # noqa: ASYNC110 (the run starts in its own task)
                 await asyncio.sleep(0.01)
@@ -142,7 +144,7 @@ async def test_the_queue_depth_is_the_runs_no_process_took_yet(database: str) ->
     host = PluginHost([metrics])
     async with Runpoint(agents, database=database, host=host, execute_queued=False) as rp:
         for city in ("Paris", "Tokyo"):
-            await rp.create_run("travel-agent", city, background=True)
+            await rp.create_run(CreateRun(agent_id="travel-agent", message=city, background=True))
         samples = parse((await metrics.scrape(rp))[0].decode())
     assert value(samples, "runpoint_queue_depth", agent_id="travel-agent") == 2
     assert value(samples, "runpoint_queue_depth", agent_id="booking-agent") == 0

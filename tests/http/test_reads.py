@@ -13,8 +13,8 @@ import pytest
 from sqlalchemy import update
 
 from runpoint.adapters.litestar import build
-from runpoint.core.types import Message, Run, Segment, ToolCall
-from runpoint.facade import Runpoint
+from runpoint.core.types import Decision, Message, Run, Segment, ToolCall
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql.schema import runs
 from runpoint.plugins.sql.store import SqlStorage
@@ -105,9 +105,11 @@ async def paused(client: httpx.AsyncClient) -> httpx.Response:
 
 async def forked(rp: Runpoint) -> tuple[Run, Run]:
     """A run, and its fork at message 3."""
-    source = await (await rp.create_run("travel-agent", "Paris and Tokyo?")).result()
+    source = await (
+        await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris and Tokyo?"))
+    ).result()
     return source, await (
-        await rp.continue_run(source.run_id, continue_from=3, input="Lyon?")
+        await rp.continue_run(ContinueRun(run_id=source.run_id, continue_from=3, input="Lyon?"))
     ).result()
 
 
@@ -124,8 +126,10 @@ async def test_a_timeline_is_made_once_per_revision_of_its_run(
     again = await client.get(path, params={"session_id": session_id})
     assert again.content == first.content and counted.reads == 1
 
-    decided = {call["tool_call_id"]: True}
-    await (await rp.continue_run(run_id, tools=decided)).result()  # the same run, moved on
+    decided: dict[str, Decision] = {call["tool_call_id"]: True}
+    await (
+        await rp.continue_run(ContinueRun(run_id=run_id, tools=decided))
+    ).result()  # the same run, moved on
     moved = await client.get(path, params={"session_id": session_id})
     assert counted.reads == 2
     assert len(moved.json()["checkpoints"]) > len(first.json()["checkpoints"])
@@ -177,8 +181,10 @@ async def test_a_runs_transcript_documents_are_made_once_per_state_of_the_run(
     run, at_one = await read()
     assert counted.reads == 4 and run["cancel_requested"]
 
-    decided = {call["tool_call_id"]: True}
-    await (await rp.continue_run(run_id, tools=decided)).result()  # the same run, moved on
+    decided: dict[str, Decision] = {call["tool_call_id"]: True}
+    await (
+        await rp.continue_run(ContinueRun(run_id=run_id, tools=decided))
+    ).result()  # the same run, moved on
     run, at_one = await read()
     assert counted.reads == 6 and run["status"] == "CANCELLED"  # the flag, honoured
 
@@ -224,3 +230,19 @@ async def test_kept_documents_follow_what_another_runpoint_does_to_the_run(
 
         await elsewhere.delete_session(session_id)
         assert [r.status_code for r in await read()] == [404, 404, 404]
+
+
+async def test_each_app_keeps_its_own_documents(
+    rp: Runpoint, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The documents are the app's: a second app over the same Runpoint makes its own."""
+    answer = await paused(client)
+    run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
+    path = f"/agents/booking-agent/runs/{run_id}"
+    counted = Counted(rp, monkeypatch, views=True)
+    transport = httpx.ASGITransport(app=build(rp))  # type: ignore[arg-type]
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as other:
+        for reader in (client, client, other, other):
+            got = await reader.get(path, params={"session_id": session_id})
+            assert got.json() == answer.json()
+    assert counted.reads == 2  # once for each app

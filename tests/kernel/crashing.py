@@ -16,7 +16,7 @@ from pathlib import Path
 
 from runpoint import hookimpl
 from runpoint.core.types import Checkpoint, Run
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 
@@ -82,7 +82,7 @@ async def kill(
 async def main(database: str) -> None:
     host = PluginHost([Freeze()])
     async with Runpoint([agent], database=database, host=host, lease_seconds=LEASE_SECONDS) as rp:
-        await (await rp.create_run("counter", QUESTION)).result()
+        await (await rp.create_run(CreateRun(agent_id="counter", message=QUESTION))).result()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import time
 
 from runpoint import hookimpl
 from runpoint.core.types import Run
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.runs.executor import RunHandle
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
@@ -25,7 +25,9 @@ LEASE_SECONDS = 0.5  # short: the claims and runs it leaves run out soon after i
 
 async def create(rp: Runpoint, key: str) -> RunHandle:
     """The request sent with `key` (its retry is the same request)."""
-    return await rp.create_run(agent.id, f"book {key}", idempotency_key=key)
+    return await rp.create_run(
+        CreateRun(agent_id=agent.id, message=f"book {key}"), idempotency_key=key
+    )
 
 
 class Freeze:

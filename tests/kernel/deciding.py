@@ -17,7 +17,7 @@ from pathlib import Path
 
 from runpoint import hookimpl
 from runpoint.core.types import Decision, Run, ToolCall
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.host import PluginHost
@@ -76,7 +76,7 @@ async def main(database: str, run_id: str, decisions: dict[str, Decision], where
     os.environ["FREEZE"] = where
     host = PluginHost([FreezeOnStart()] if where == "accepted" else [])
     async with Runpoint([agent], database=database, host=host, lease_seconds=1.0) as rp:
-        await (await rp.continue_run(run_id, tools=decisions)).result()
+        await (await rp.continue_run(ContinueRun(run_id=run_id, tools=decisions))).result()
 
 
 if __name__ == "__main__":

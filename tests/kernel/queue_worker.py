@@ -12,7 +12,7 @@ import os
 import sys
 from pathlib import Path
 
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.seams.agent import Agent
 
 
@@ -39,7 +39,9 @@ agents = [
 async def main(database: str, start_gated: bool) -> None:
     async with Runpoint(agents, database=database, lease_seconds=1.0) as rp:
         if start_gated:
-            handle = await rp.create_run("gated", "Paris and Tokyo", background=True)
+            handle = await rp.create_run(
+                CreateRun(agent_id="gated", message="Paris and Tokyo", background=True)
+            )
             print(handle.run.run_id, flush=True)
         print("ready", flush=True)
         await asyncio.Event().wait()  # until killed

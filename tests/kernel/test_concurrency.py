@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from runpoint.core.errors import Conflict
-from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.core.types import Decision, RunStatus
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents as demo_agents
 from runpoint.seams.agent import Agent, tool
 
@@ -55,21 +55,25 @@ async def servers(database: str) -> AsyncIterator[Open]:
 
 async def test_a_new_run_in_a_busy_session_is_a_conflict_everywhere(servers: Open) -> None:
     a, b = await servers(), await servers()
-    busy = await a.create_run("slow", "Paris")
+    busy = await a.create_run(CreateRun(agent_id="slow", message="Paris"))
     session = busy.run.session_id
     for server in (a, b):
         with pytest.raises(Conflict, match=f"run {busy.run.run_id} of session {session}"):
-            await server.create_run("slow", "Tokyo", session_id=session)
+            await server.create_run(CreateRun(agent_id="slow", message="Tokyo", session_id=session))
     gates["gate"].set()
     assert (await busy.result()).status is RunStatus.COMPLETED
-    after = await (await b.create_run("slow", "Tokyo", session_id=session)).result()
+    after = await (
+        await b.create_run(CreateRun(agent_id="slow", message="Tokyo", session_id=session))
+    ).result()
     assert after.previous_run_id == busy.run.run_id
 
 
 async def test_a_new_run_in_a_busy_session_can_wait_its_turn(servers: Open) -> None:
     a, b = await servers(), await servers(busy_session="wait", busy_timeout=10)
-    busy = await a.create_run("slow", "Paris")
-    waiting = asyncio.create_task(b.create_run("slow", "Tokyo", session_id=busy.run.session_id))
+    busy = await a.create_run(CreateRun(agent_id="slow", message="Paris"))
+    waiting = asyncio.create_task(
+        b.create_run(CreateRun(agent_id="slow", message="Tokyo", session_id=busy.run.session_id))
+    )
     await asyncio.sleep(0.3)
     assert not waiting.done()
     gates["gate"].set()
@@ -83,7 +87,7 @@ async def test_runs_racing_to_start_one_new_session_queue_up_in_it(servers: Open
     (waiting their turn here) rather than failing on the duplicate session."""
     a, b = await servers(busy_session="wait"), await servers(busy_session="wait")
     starting = [
-        server.create_run("slow", city, session_id="shared")
+        server.create_run(CreateRun(agent_id="slow", message=city, session_id="shared"))
         for server, city in ((a, "Paris"), (b, "Tokyo"), (a, "Lagos"))
     ]
     await asyncio.sleep(0.1)
@@ -96,10 +100,14 @@ async def test_runs_racing_to_start_one_new_session_queue_up_in_it(servers: Open
 
 async def test_concurrent_continues_of_one_run_all_fork(servers: Open) -> None:
     a, b = await servers(), await servers()
-    source = await (await a.create_run("travel-agent", "Paris, Tokyo and Lagos")).result()
+    source = await (
+        await a.create_run(CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos"))
+    ).result()
     handles = await asyncio.gather(
         *[
-            server.continue_run(source.run_id, continue_from=3, input=f"Only {city}")
+            server.continue_run(
+                ContinueRun(run_id=source.run_id, continue_from=3, input=f"Only {city}")
+            )
             for server, city in zip((a, b, a, b), ("Lima", "Kyoto", "Cairo", "Sydney"), strict=True)
         ]
     )
@@ -118,18 +126,23 @@ async def test_the_losers_of_a_race_to_resume_a_paused_run_get_a_conflict(
     servers: Open,
 ) -> None:
     a, b = await servers(), await servers()
-    paused = await (await a.create_run("gated-booking", "Book Paris")).result()
+    paused = await (
+        await a.create_run(CreateRun(agent_id="gated-booking", message="Book Paris"))
+    ).result()
     [call] = [t for t in (await a.get_run(paused.run_id)).tools if t.result is None]
-    decisions = {call.tool_call_id: True}
+    decisions: dict[str, Decision] = {call.tool_call_id: True}
     outcomes = await asyncio.gather(
-        *(rp.continue_run(paused.run_id, tools=decisions) for rp in (a, b, a, b)),
+        *(
+            rp.continue_run(ContinueRun(run_id=paused.run_id, tools=decisions))
+            for rp in (a, b, a, b)
+        ),
         return_exceptions=True,
     )
     [winner] = [o for o in outcomes if not isinstance(o, BaseException)]
     assert all(isinstance(o, Conflict) for o in outcomes if o is not winner), outcomes
     for late in (a, b):  # after the winner's write, while its run goes: a conflict too
         with pytest.raises(Conflict, match="in flight"):
-            await late.continue_run(paused.run_id, tools=decisions)
+            await late.continue_run(ContinueRun(run_id=paused.run_id, tools=decisions))
     gates["gate"].set()
     run = await winner.result()
     assert run.status is RunStatus.COMPLETED
@@ -139,7 +152,7 @@ async def test_the_losers_of_a_race_to_resume_a_paused_run_get_a_conflict(
 
 async def test_a_stale_writer_cannot_write(servers: Open) -> None:
     a = await servers()
-    run = await (await a.create_run("travel-agent", "Paris")).result()
+    run = await (await a.create_run(CreateRun(agent_id="travel-agent", message="Paris"))).result()
     first, second = await a.storage.get_run(run.run_id), await a.storage.get_run(run.run_id)
     assert first is not None and second is not None
     await a.storage.save(first, [], None)

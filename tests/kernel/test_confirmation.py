@@ -8,7 +8,7 @@ import pytest
 
 from runpoint.core.errors import InvalidArguments, InvalidRequest
 from runpoint.core.types import Approve, Reject, RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 from tests.conftest import OpenRunpoint
 
@@ -21,7 +21,9 @@ async def rp(open_runpoint: OpenRunpoint) -> Runpoint:
 
 
 async def paused(rp: Runpoint) -> tuple[str, str]:
-    run = await (await rp.create_run("booking-agent", "Book Paris")).result()
+    run = await (
+        await rp.create_run(CreateRun(agent_id="booking-agent", message="Book Paris"))
+    ).result()
     assert run.status is RunStatus.PAUSED
     detail = await rp.get_run(run.run_id)
     [pending] = [t for t in detail.tools if t.result is None]
@@ -31,7 +33,7 @@ async def paused(rp: Runpoint) -> tuple[str, str]:
 
 async def test_confirmed_tool_runs_in_the_same_run(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
-    run = await (await rp.continue_run(run_id, tools={call_id: True})).result()
+    run = await (await rp.continue_run(ContinueRun(run_id=run_id, tools={call_id: True}))).result()
     assert run.run_id == run_id and run.status is RunStatus.COMPLETED
     detail = await rp.get_run(run_id)
     [tool] = detail.tools
@@ -42,7 +44,9 @@ async def test_confirmed_tool_runs_in_the_same_run(rp: Runpoint) -> None:
 async def test_decisions_sent_with_a_background_continue_reach_the_run(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
     # written with the run; on PostgreSQL the run queue's job finds it there
-    handle = await rp.continue_run(run_id, tools={call_id: True}, background=True)
+    handle = await rp.continue_run(
+        ContinueRun(run_id=run_id, tools={call_id: True}, background=True)
+    )
     assert handle.run.status is RunStatus.PENDING
     run = await handle.result()
     assert run.run_id == run_id and run.status is RunStatus.COMPLETED
@@ -52,7 +56,7 @@ async def test_decisions_sent_with_a_background_continue_reach_the_run(rp: Runpo
 
 async def test_rejected_tool_is_an_error_result_not_a_call(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
-    run = await (await rp.continue_run(run_id, tools={call_id: False})).result()
+    run = await (await rp.continue_run(ContinueRun(run_id=run_id, tools={call_id: False}))).result()
     assert run.status is RunStatus.COMPLETED
     [tool] = (await rp.get_run(run_id)).tools
     assert tool.tool_call_error and tool.result == "The user rejected this tool call."
@@ -60,18 +64,18 @@ async def test_rejected_tool_is_an_error_result_not_a_call(rp: Runpoint) -> None
 
 async def test_resume_without_a_decision_stays_paused(rp: Runpoint) -> None:
     run_id, _ = await paused(rp)
-    run = await (await rp.continue_run(run_id)).result()
+    run = await (await rp.continue_run(ContinueRun(run_id=run_id))).result()
     assert run.status is RunStatus.PAUSED
 
 
 async def test_bad_decisions_are_rejected(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
     with pytest.raises(InvalidRequest, match="no paused tool call"):
-        await rp.continue_run(run_id, tools={"call_nope": True})
+        await rp.continue_run(ContinueRun(run_id=run_id, tools={"call_nope": True}))
     with pytest.raises(InvalidRequest, match="send `tools`"):
-        await rp.continue_run(run_id, input="hello?")
+        await rp.continue_run(ContinueRun(run_id=run_id, input="hello?"))
     with pytest.raises(InvalidRequest, match="paused run from end"):
-        await rp.continue_run(run_id, continue_from=1, tools={call_id: True})
+        await rp.continue_run(ContinueRun(run_id=run_id, continue_from=1, tools={call_id: True}))
 
 
 async def test_approved_with_edited_arguments_runs_the_edit_and_keeps_the_proposal(
@@ -79,7 +83,7 @@ async def test_approved_with_edited_arguments_runs_the_edit_and_keeps_the_propos
 ) -> None:
     run_id, call_id = await paused(rp)
     edit = Approve({"city": "Lyon"})
-    run = await (await rp.continue_run(run_id, tools={call_id: edit})).result()
+    run = await (await rp.continue_run(ContinueRun(run_id=run_id, tools={call_id: edit}))).result()
     assert run.status is RunStatus.COMPLETED
     detail = await rp.get_run(run_id)
     [tool] = detail.tools
@@ -94,7 +98,11 @@ async def test_approved_with_edited_arguments_runs_the_edit_and_keeps_the_propos
 
 async def test_an_edit_that_changes_nothing_is_a_plain_approval(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
-    await (await rp.continue_run(run_id, tools={call_id: Approve({"city": "Paris"})})).result()
+    await (
+        await rp.continue_run(
+            ContinueRun(run_id=run_id, tools={call_id: Approve({"city": "Paris"})})
+        )
+    ).result()
     [tool] = (await rp.get_run(run_id)).tools
     assert (tool.ruling, tool.proposed_args, tool.result) == (
         "approved",
@@ -116,7 +124,7 @@ async def test_edited_arguments_the_schema_refuses_are_refused_naming_the_field(
 ) -> None:
     run_id, call_id = await paused(rp)
     with pytest.raises(InvalidArguments, match=re.escape(named)):
-        await rp.continue_run(run_id, tools={call_id: Approve(arguments)})
+        await rp.continue_run(ContinueRun(run_id=run_id, tools={call_id: Approve(arguments)}))
     # nothing was accepted: the run still waits for a decision
     run = (await rp.get_run(run_id)).run
     assert (run.status, run.decisions) == (RunStatus.PAUSED, {})
@@ -125,7 +133,9 @@ async def test_edited_arguments_the_schema_refuses_are_refused_naming_the_field(
 async def test_a_rejection_tells_the_model_why(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
     reason = Reject("Too expensive this month.")
-    run = await (await rp.continue_run(run_id, tools={call_id: reason})).result()
+    run = await (
+        await rp.continue_run(ContinueRun(run_id=run_id, tools={call_id: reason}))
+    ).result()
     [tool] = (await rp.get_run(run_id)).tools
     assert tool.tool_call_error and tool.ruling == "rejected"
     assert (
@@ -137,7 +147,9 @@ async def test_a_rejection_tells_the_model_why(rp: Runpoint) -> None:
 
 async def test_a_person_may_give_the_result_instead_of_running_the_call(rp: Runpoint) -> None:
     run_id, call_id = await paused(rp)
-    await (await rp.continue_run(run_id, tools={call_id: "Booked by phone."})).result()
+    await (
+        await rp.continue_run(ContinueRun(run_id=run_id, tools={call_id: "Booked by phone."}))
+    ).result()
     [tool] = (await rp.get_run(run_id)).tools
     assert (tool.result, tool.ruling, tool.tool_call_error) == (
         "Booked by phone.",

@@ -10,7 +10,7 @@ import pytest
 
 from runpoint.core.errors import Conflict
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, Runpoint
 from tests.kernel import crashing
 
 
@@ -31,10 +31,10 @@ async def test_a_killed_run_resumes_without_rerunning_completed_batches(
         assert detail.run.lease_expires_at is not None
         if detail.run.lease_expires_at > time.time():
             with pytest.raises(Conflict, match="executing in another process"):
-                await rp.continue_run(run_id)
+                await rp.continue_run(ContinueRun(run_id=run_id))
             await asyncio.sleep(detail.run.lease_expires_at - time.time())
 
-        run = await (await rp.continue_run(run_id)).result()
+        run = await (await rp.continue_run(ContinueRun(run_id=run_id))).result()
         _, timeline = await rp.timeline(run_id)
     assert (run.run_id, run.status) == (run_id, RunStatus.COMPLETED)
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # each ran once

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runpoint.core.types import Decision, RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.runs.tool_calls import REJECTED
 from tests.kernel import deciding
 from tests.kernel.test_queue import ON_POSTGRES, jobs_in_queue
@@ -31,7 +31,9 @@ def counter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 async def paused(rp: Runpoint) -> tuple[str, dict[str, Decision]]:
     """A run paused on three bookings, and a person's decisions on them: book Paris, not
     Tokyo, and Lagos was booked by phone (here is the result)."""
-    run = await (await rp.create_run("booker", "Book them all")).result()
+    run = await (
+        await rp.create_run(CreateRun(agent_id="booker", message="Book them all"))
+    ).result()
     assert run.status is RunStatus.PAUSED
     calls = {t.tool_args["city"]: t.tool_call_id for t in (await rp.get_run(run.run_id)).tools}
     decisions: dict[str, Decision] = {
@@ -77,7 +79,7 @@ async def test_a_decision_to_book_books_once_even_if_its_process_dies_booking(
         assert (resumed.status, resumed.in_doubt) == (RunStatus.PAUSED, [paris])
         assert bookings(counter) == ["Paris"]
         # the other decisions were kept: only the call in doubt needs a new one
-        await rp.continue_run(run_id, tools={paris: "Paris: booked"})
+        await rp.continue_run(ContinueRun(run_id=run_id, tools={paris: "Paris: booked"}))
         await assert_applied(rp, run_id, counter)
 
 
@@ -88,7 +90,7 @@ async def test_decisions_sent_through_the_run_queue_survive_a_job_nobody_takes(
     options = {"lease_seconds": 0.5, "execute_queued": False}  # no process takes the job
     async with Runpoint([deciding.agent], database=database, **options) as rp:  # type: ignore[arg-type]
         run_id, decisions = await paused(rp)
-        handle = await rp.continue_run(run_id, tools=decisions, background=True)
+        handle = await rp.continue_run(ContinueRun(run_id=run_id, tools=decisions, background=True))
         assert handle.run.status is RunStatus.PENDING
         await assert_applied(rp, run_id, counter)  # the lease watch took the run
         assert (await rp.get_run(run_id)).run.recoveries == 1

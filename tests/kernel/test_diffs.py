@@ -9,7 +9,7 @@ import pytest
 
 from runpoint.core.errors import InvalidBoundary, NotFound
 from runpoint.core.types import Message, RunStatus, Segment
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.runs.edits import ReplaceToolResult, ReplaceUserMessage
 from tests.conftest import OpenRunpoint
@@ -23,7 +23,9 @@ async def rp(open_runpoint: OpenRunpoint) -> Runpoint:
 async def looked_up(rp: Runpoint) -> str:
     """Paris, then Tokyo, a batch each, then the answer: six messages, checkpoints at 3,
     5 and 6."""
-    run = await (await rp.create_run("travel-agent", "Paris and Tokyo")).result()
+    run = await (
+        await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris and Tokyo"))
+    ).result()
     assert run.status is RunStatus.COMPLETED and run.message_count == 6
     return run.run_id
 
@@ -66,7 +68,11 @@ async def test_an_edited_fork_against_its_source(rp: Runpoint) -> None:
     source = await looked_up(rp)
     paris = (await rp.get_run(source)).tools[0]
     edit = ReplaceToolResult(paris.tool_call_id, "99M")
-    fork = (await (await rp.continue_run(source, continue_from=3, edits=[edit])).result()).run_id
+    fork = (
+        await (
+            await rp.continue_run(ContinueRun(run_id=source, continue_from=3, edits=[edit]))
+        ).result()
+    ).run_id
     asked = reads(rp)
     diff = await rp.diff(source, other_run_id=fork)
     assert diff.common_index == 2
@@ -85,7 +91,11 @@ async def test_an_edited_fork_against_its_source(rp: Runpoint) -> None:
 async def test_sibling_forks_part_at_their_common_checkpoint(rp: Runpoint) -> None:
     source = await looked_up(rp)
     forks = [
-        (await (await rp.continue_run(source, continue_from=3, input=text)).result()).run_id
+        (
+            await (
+                await rp.continue_run(ContinueRun(run_id=source, continue_from=3, input=text))
+            ).result()
+        ).run_id
         for text in ("And Lagos?", "And Kyoto?")
     ]
     diff = await rp.diff(forks[0], other_run_id=forks[1])
@@ -99,7 +109,11 @@ async def test_sibling_forks_part_at_their_common_checkpoint(rp: Runpoint) -> No
 async def test_a_user_message_edited_from_its_boundary(rp: Runpoint) -> None:
     source = await looked_up(rp)
     edit = ReplaceUserMessage("Kyoto")
-    fork = (await (await rp.continue_run(source, continue_from=1, edits=[edit])).result()).run_id
+    fork = (
+        await (
+            await rp.continue_run(ContinueRun(run_id=source, continue_from=1, edits=[edit]))
+        ).result()
+    ).run_id
     diff = await rp.diff(fork, other_run_id=source)  # from the fork to its source
     [edited] = diff.edited
     assert (edited.base.message.content, edited.other.message.content) == (

@@ -11,7 +11,7 @@ import pytest
 from runpoint.core.errors import InvalidArguments, InvalidRequest
 from runpoint.core.tenancy import Principal, acting_as
 from runpoint.core.types import Message, RunStatus, ToolCall
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.runs.edits import ReplaceToolArguments, ReplaceToolResult, ReplaceUserMessage
 from runpoint.seams.agent import Agent
@@ -67,7 +67,9 @@ async def setup(open_runpoint: OpenRunpoint) -> tuple[Runpoint, Recorder, str]:
     recorder = Recorder()
     agent = Agent("travel", ScriptedModel(recorder), tools=[get_population])
     rp = await open_runpoint([agent])
-    run = await (await rp.create_run("travel", "Paris and Tokyo?")).result()
+    run = await (
+        await rp.create_run(CreateRun(agent_id="travel", message="Paris and Tokyo?"))
+    ).result()
     assert run.status is RunStatus.COMPLETED and run.message_count == 5
     return rp, recorder, run.run_id
 
@@ -86,7 +88,7 @@ async def fork(rp: Runpoint, recorder: Recorder, source: str, **continued: objec
     before = await snapshots(rp, source)
     recorder.requests.clear()
     with acting_as(Principal("default", "ada")):
-        run = await (await rp.continue_run(source, **continued)).result()  # type: ignore[arg-type]
+        run = await (await rp.continue_run(ContinueRun(run_id=source, **continued))).result()  # type: ignore[arg-type]
     assert run.run_id != source and run.status is RunStatus.COMPLETED, run.error
     assert await snapshots(rp, source) == before  # the source is untouched
     return run.run_id
@@ -230,5 +232,5 @@ async def test_edits_that_make_no_sense_are_refused_before_anything_starts(
     ]
     for continued, error, says in refused:
         with pytest.raises(error, match=says):
-            await rp.continue_run(source, **continued)  # type: ignore[arg-type]
+            await rp.continue_run(ContinueRun(run_id=source, **continued))  # type: ignore[arg-type]
     assert len(await rp.list_runs((await rp.get_run(source)).run.session_id)) == before

@@ -10,7 +10,7 @@ import pytest
 
 from runpoint.core.errors import ConfigurationError, InvalidRequest
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, FanOut, Runpoint
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.runs.continuation import Branch
 from runpoint.runs.edits import ReplaceUserMessage
@@ -32,7 +32,7 @@ async def rp(open_runpoint: OpenRunpoint) -> Runpoint:
 
 
 async def session_of(rp: Runpoint) -> tuple[str, str]:
-    run = await (await rp.create_run("sayer", "Hello")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="sayer", message="Hello"))).result()
     assert run.content == "Be brief: Hello"
     return run.run_id, run.session_id
 
@@ -45,7 +45,7 @@ async def test_each_branch_runs_with_its_own_overrides(rp: Runpoint) -> None:
         Branch(edits=[ReplaceUserMessage("Goodbye")], input="Really?"),
         Branch(input="Echo me", model="scripted:echo"),
     ]
-    handles = await rp.fan_out(source, branches, continue_from=2)
+    handles = await rp.fan_out(FanOut(run_id=source, branches=branches, continue_from=2))
     runs = [await h.result() for h in handles]
     assert [r.status for r in runs] == [RunStatus.COMPLETED] * 4
     assert [r.content for r in runs] == [
@@ -63,25 +63,33 @@ async def test_each_branch_runs_with_its_own_overrides(rp: Runpoint) -> None:
 async def test_one_bad_branch_starts_none(rp: Runpoint) -> None:
     source, session = await session_of(rp)
     with pytest.raises(ConfigurationError):
-        await rp.fan_out(source, [Branch(input="ok"), Branch(input="x", model="nope:model")])
+        await rp.fan_out(
+            FanOut(
+                run_id=source, branches=[Branch(input="ok"), Branch(input="x", model="nope:model")]
+            )
+        )
     with pytest.raises(InvalidRequest, match="no user message before message 0"):
         await rp.fan_out(
-            source, [Branch(input="ok"), Branch(edits=[ReplaceUserMessage("x")])], continue_from=0
+            FanOut(
+                run_id=source,
+                branches=[Branch(input="ok"), Branch(edits=[ReplaceUserMessage("x")])],
+                continue_from=0,
+            )
         )
     with pytest.raises(InvalidRequest, match="1 to 8 runs, not 9"):
-        await rp.fan_out(source, [Branch(input=str(i)) for i in range(9)])
+        await rp.fan_out(FanOut(run_id=source, branches=[Branch(input=str(i)) for i in range(9)]))
     assert len(await rp.list_runs(session)) == 1
 
 
 async def test_a_retry_with_the_same_key_gets_the_same_runs(rp: Runpoint) -> None:
     source, session = await session_of(rp)
     branches = [Branch(input="One"), Branch(input="Two")]
-    first = await rp.fan_out(source, branches, idempotency_key="k1")
-    again = await rp.fan_out(source, branches, idempotency_key="k1")
+    first = await rp.fan_out(FanOut(run_id=source, branches=branches), idempotency_key="k1")
+    again = await rp.fan_out(FanOut(run_id=source, branches=branches), idempotency_key="k1")
     assert [h.run.run_id for h in again] == [h.run.run_id for h in first]
     assert all(h.replayed for h in again)
     with pytest.raises(InvalidRequest, match="another request"):
-        await rp.fan_out(source, branches[:1], idempotency_key="k1")
+        await rp.fan_out(FanOut(run_id=source, branches=branches[:1]), idempotency_key="k1")
     for handle in first:
         await handle.result()
     assert len(await rp.list_runs(session)) == 3
@@ -100,7 +108,9 @@ async def test_the_branches_run_at_once_not_one_after_another(
         return ModelResponse(content="met")
 
     rp = await open_runpoint([Agent("meeter", ScriptedModel(meet))])
-    source = await (await rp.create_run("meeter", "Hello")).result()
-    handles = await rp.fan_out(source.run_id, [Branch(input="branch")] * MAX_BRANCHES)
+    source = await (await rp.create_run(CreateRun(agent_id="meeter", message="Hello"))).result()
+    handles = await rp.fan_out(
+        FanOut(run_id=source.run_id, branches=[Branch(input="branch")] * MAX_BRANCHES)
+    )
     runs = [await h.result() for h in handles]
     assert [(r.status, r.content) for r in runs] == [(RunStatus.COMPLETED, "met")] * MAX_BRANCHES

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from runpoint import hookimpl
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.seams.host import PluginHost
 from runpoint.seams.model import Model, ModelProvider, ModelResponse
@@ -68,14 +68,18 @@ async def test_a_request_that_stalled_past_its_claim_gets_the_retrys_run(databas
     async def retry(run_id: str) -> str:
         host = PluginHost([Stall(stalls=False)])
         async with Runpoint([agent], database=database, host=host, lease_seconds=0.3) as other:
-            handle = await other.continue_run(run_id, model="stall:x", idempotency_key="k")
+            handle = await other.continue_run(
+                ContinueRun(run_id=run_id, model="stall:x"), idempotency_key="k"
+            )
             await handle.result()
         return handle.run.run_id
 
     host = PluginHost([stalling])
     async with Runpoint([agent], database=database, host=host, lease_seconds=0.3) as rp:
-        source = await (await rp.create_run(agent.id, "Paris")).result()
-        ask = rp.continue_run(source.run_id, model="stall:x", idempotency_key="k")
+        source = await (await rp.create_run(CreateRun(agent_id=agent.id, message="Paris"))).result()
+        ask = rp.continue_run(
+            ContinueRun(run_id=source.run_id, model="stall:x"), idempotency_key="k"
+        )
         first = asyncio.create_task(ask)
         made = await asyncio.to_thread(elsewhere, source.run_id)
         answered = await first

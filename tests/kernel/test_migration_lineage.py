@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import insert
 
 from runpoint.core.types import Message, Run, RunStatus, Segment, Session
-from runpoint.facade import Runpoint
+from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.births import births
@@ -60,7 +60,11 @@ async def test_a_sweep_returns_the_pages_it_freed_to_the_file_system(tmp_path: P
     path = tmp_path / "runpoint.db"
     async with Runpoint(agents, database=f"sqlite:///{path}", retention=Retention(runs=0)) as rp:
         for _ in range(20):
-            await (await rp.create_run("travel-agent", "Paris, Tokyo and Lagos " * 50)).result()
+            await (
+                await rp.create_run(
+                    CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos " * 50)
+                )
+            ).result()
         full = pages(path)
         removed = await rp.sweeper.sweep_all()
     assert removed.runs == 20 and removed.reclaimed > 0

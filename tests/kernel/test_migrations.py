@@ -37,7 +37,7 @@ from runpoint.core.types import (
     ToolCall,
     now,
 )
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.births import births
@@ -244,7 +244,9 @@ async def test_a_database_from_revision_0001_upgrades_without_losing_a_row(datab
         _, timeline = await rp.timeline("r1")
         assert timeline == checkpoints
         # the new columns were filled: roles find boundaries, statuses find runs in flight
-        fork = await (await rp.continue_run("r1", continue_from="last_user")).result()
+        fork = await (
+            await rp.continue_run(ContinueRun(run_id="r1", continue_from="last_user"))
+        ).result()
         assert fork.forked_from_message_index == 1
         upgraded = await rp.get_session("s1")
         # the old session's event log starts at 0: the fork's messages are its first events

@@ -5,6 +5,7 @@ on, and the text reads back as it was. (PostgreSQL's TEXT holds no NUL: see the 
 from __future__ import annotations
 
 from runpoint.core.types import RunStatus, SessionCheckpointStatus, ToolCall
+from runpoint.facade import ContinueRun, CreateRun
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.model import ModelRequest, ModelResponse
@@ -33,7 +34,7 @@ def echoing(request: ModelRequest) -> ModelResponse:
 async def test_text_with_nul_is_kept_as_it_was(open_runpoint: OpenRunpoint) -> None:
     rp = await open_runpoint([Agent("echoer", ScriptedModel(echoing), tools=[echo])])
     for text in (NUL, ESCAPE, "\x00"):
-        run = await (await rp.create_run("echoer", text)).result()
+        run = await (await rp.create_run(CreateRun(agent_id="echoer", message=text))).result()
         assert run.status is RunStatus.COMPLETED, run.error
 
         detail = await rp.get_run(run.run_id)
@@ -63,8 +64,10 @@ async def test_a_continued_run_and_a_session_fork_read_nul_back(
     open_runpoint: OpenRunpoint,
 ) -> None:
     rp = await open_runpoint([Agent("echoer", ScriptedModel(echoing), tools=[echo])])
-    first = await (await rp.create_run("echoer", NUL)).result()
-    forked = await (await rp.continue_run(first.run_id, continue_from=3)).result()
+    first = await (await rp.create_run(CreateRun(agent_id="echoer", message=NUL))).result()
+    forked = await (
+        await rp.continue_run(ContinueRun(run_id=first.run_id, continue_from=3))
+    ).result()
     assert forked.status is RunStatus.COMPLETED, forked.error
     assert (await rp.get_run(forked.run_id)).messages[:3] == (
         await rp.get_run(first.run_id)
@@ -86,7 +89,7 @@ async def test_a_model_error_with_nul_ends_the_run_error_with_its_text(
         raise RuntimeError(NUL)
 
     rp = await open_runpoint([Agent("failing", ScriptedModel(failing))])
-    run = await (await rp.create_run("failing", "go")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="failing", message="go"))).result()
     assert (run.status, run.error) == (RunStatus.ERROR, f"RuntimeError: {NUL}")
     stored = (await rp.get_run(run.run_id)).run
     assert (stored.status, stored.error) == (RunStatus.ERROR, f"RuntimeError: {NUL}")
@@ -100,7 +103,7 @@ async def test_a_tool_call_id_with_nul_fails_the_model_turn(open_runpoint: OpenR
         return ModelResponse(tool_calls=[ToolCall("call\x00", "echo", {"text": "Lima"})])
 
     rp = await open_runpoint([Agent("naming", ScriptedModel(naming), tools=[echo])])
-    run = await (await rp.create_run("naming", "go")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="naming", message="go"))).result()
     assert run.status is RunStatus.ERROR
     assert run.error == "ValueError: model scripted named a tool call whose id has a U+0000 (NUL)"
     detail = await rp.get_run(run.run_id)

@@ -14,7 +14,7 @@ from runpoint import hookimpl
 from runpoint.adapters.cli import main
 from runpoint.core.errors import ConfigurationError
 from runpoint.core.types import Checkpoint, Message, RunStatus, Timing, ToolCall
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.seams.agent import Agent
@@ -100,7 +100,9 @@ async def test_a_third_party_policy_is_chosen_by_name(open_runpoint: OpenRunpoin
         checkpoint_options={"n": 2},
     )
     rp = await open_runpoint([agent])
-    run = await (await rp.create_run("a", "Paris, Tokyo, Lagos and Kyoto")).result()
+    run = await (
+        await rp.create_run(CreateRun(agent_id="a", message="Paris, Tokyo, Lagos and Kyoto"))
+    ).result()
     _, timeline = await rp.timeline(run.run_id)
     # four tool batches (turns 1-4), then the answer: turns 2 and 4, and the end
     assert [(c.message_index, c.reason, c.policy) for c in timeline] == [
@@ -149,10 +151,12 @@ async def test_run_hooks_are_called_in_order(database: str) -> None:
 
     agent = Agent(id="a", model="scripted:demo", tools=[get_population])
     async with Runpoint([agent], database=database, host=PluginHost([Watcher()])) as rp:
-        run = await (await rp.create_run("a", "Paris")).result()
+        run = await (await rp.create_run(CreateRun(agent_id="a", message="Paris"))).result()
         first = list(calls)
         calls.clear()
-        await (await rp.continue_run(run.run_id, input="Tokyo")).result()  # a new run, at 4
+        await (
+            await rp.continue_run(ContinueRun(run_id=run.run_id, input="Tokyo"))
+        ).result()  # a new run, at 4
     assert first == [
         "started",
         "message 0",  # the input, written with the run
@@ -198,7 +202,7 @@ async def test_a_model_turn_that_fails_is_told_with_its_error(database: str) -> 
 
     agent = Agent(id="a", model=ScriptedModel(failing))
     async with Runpoint([agent], database=database, host=PluginHost([Watcher()])) as rp:
-        run = await (await rp.create_run("a", "Paris")).result()
+        run = await (await rp.create_run(CreateRun(agent_id="a", message="Paris"))).result()
     assert run.status is RunStatus.ERROR
     [(message, error)] = told
     assert message is None and isinstance(error, ConnectionError)
@@ -221,7 +225,7 @@ async def test_a_tool_call_that_does_not_run_is_not_a_tool_call(database: str) -
 
     agent = Agent(id="a", model=ScriptedModel(unknown), tools=[get_population])
     async with Runpoint([agent], database=database, host=PluginHost([Watcher()])) as rp:
-        run = await (await rp.create_run("a", "Paris")).result()
+        run = await (await rp.create_run(CreateRun(agent_id="a", message="Paris"))).result()
     assert run.status is RunStatus.COMPLETED and done == []
 
 
@@ -244,7 +248,7 @@ async def test_an_observer_that_raises_is_logged_and_the_run_goes_on(
     host = PluginHost([Broken(), Counting()])
     async with Runpoint([agent], database=database, host=host) as rp:
         with caplog.at_level(logging.WARNING, logger="runpoint.host"):
-            run = await (await rp.create_run("a", "Paris")).result()
+            run = await (await rp.create_run(CreateRun(agent_id="a", message="Paris"))).result()
         _, timeline = await rp.timeline(run.run_id)
     assert run.status is RunStatus.COMPLETED, run.error
     assert written == [c.message_index for c in timeline] == [3, 4]

@@ -10,8 +10,8 @@ import pytest
 
 from runpoint import hookimpl
 from runpoint.core.errors import ConfigurationError
-from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.core.types import Decision, RunStatus
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import get_population
 from runpoint.seams.agent import Agent, Tool, tool
 from runpoint.seams.host import PluginHost
@@ -40,9 +40,11 @@ async def checkpoints(rp: Runpoint, run_id: str) -> list[int]:
 
 async def test_a_fork_checkpoints_where_its_source_did(open_runpoint: OpenRunpoint) -> None:
     rp = await open_runpoint([every_n_turns(3)])
-    source = await (await rp.create_run("a", CITIES)).result()
+    source = await (await rp.create_run(CreateRun(agent_id="a", message=CITIES))).result()
     assert await checkpoints(rp, source.run_id) == [7, 10]  # the third turn, and the end
-    fork = await (await rp.continue_run(source.run_id, continue_from=3, fork=True)).result()
+    fork = await (
+        await rp.continue_run(ContinueRun(run_id=source.run_id, continue_from=3, fork=True))
+    ).result()
     assert fork.status is RunStatus.COMPLETED, fork.error
     # it inherits one turn: its own second turn is the lineage's third
     assert await checkpoints(rp, fork.run_id) == [7, 10]
@@ -51,12 +53,16 @@ async def test_a_fork_checkpoints_where_its_source_did(open_runpoint: OpenRunpoi
 async def test_a_resumed_run_counts_on(open_runpoint: OpenRunpoint) -> None:
     confirmed = tool(requires_confirmation=True, effect="read")(get_population.function)
     rp = await open_runpoint([every_n_turns(2, confirmed)])
-    run = await (await rp.create_run("a", CITIES)).result()
+    run = await (await rp.create_run(CreateRun(agent_id="a", message=CITIES))).result()
     executions = 1
     while run.status is RunStatus.PAUSED:  # each batch waits for a person: one execution each
         detail = await rp.get_run(run.run_id)
-        decisions = {t.tool_call_id: True for t in detail.tools if t.result is None}
-        run = await (await rp.continue_run(run.run_id, tools=decisions)).result()
+        decisions: dict[str, Decision] = {
+            t.tool_call_id: True for t in detail.tools if t.result is None
+        }
+        run = await (
+            await rp.continue_run(ContinueRun(run_id=run.run_id, tools=decisions))
+        ).result()
         executions += 1
     assert (run.status, executions) == (RunStatus.COMPLETED, 5)
     # as in one execution: the second and fourth turns, and the end
@@ -89,7 +95,7 @@ async def test_a_policy_sees_its_options_the_agent_and_the_batch(database: str) 
         checkpoint_options={"label": "audit"},
     )
     async with Runpoint([agent], database=database, host=PluginHost([Plugin()])) as rp:
-        await (await rp.create_run("a", "Paris and Tokyo")).result()
+        await (await rp.create_run(CreateRun(agent_id="a", message="Paris and Tokyo"))).result()
     *_, policy = made  # made at start-up, then for the execution
     assert policy.options == {"label": "audit"}
     batch = (BatchCall("get_population", "read"),)

@@ -13,7 +13,7 @@ import pytest
 
 from runpoint import hookimpl
 from runpoint.core.types import Run, RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.runqueue import QueuedRun, RunQueueFactory
@@ -99,7 +99,7 @@ class Twice:
 async def test_a_queued_run_is_accepted_durably_and_executed_once(database: str) -> None:
     queue = Twice()
     async with Runpoint(agents, database=database, host=PluginHost([queue])) as rp:
-        handle = await rp.create_run("marked", "Paris", background=True)
+        handle = await rp.create_run(CreateRun(agent_id="marked", message="Paris", background=True))
         accepted = await rp.get_run(handle.run.run_id)
         # nobody's yet, its input durable: any process (or the lease watch) can take it
         assert accepted.run.status is RunStatus.PENDING and accepted.run.lease_owner is None
@@ -118,9 +118,11 @@ async def test_a_run_resumed_in_the_background_is_claimed_with_its_new_input(
     queue = Twice()
     short = Agent(id="short", model="scripted:demo", tools=[locate], max_turns=1)
     async with Runpoint([short], database=database, host=PluginHost([queue])) as rp:
-        failed = await (await rp.create_run("short", "Paris")).result()
+        failed = await (await rp.create_run(CreateRun(agent_id="short", message="Paris"))).result()
         assert failed.status is RunStatus.ERROR  # out of turns after its tool batch
-        handle = await rp.continue_run(failed.run_id, input="Thanks", background=True)
+        handle = await rp.continue_run(
+            ContinueRun(run_id=failed.run_id, input="Thanks", background=True)
+        )
         claimed = await rp.get_run(failed.run_id)
         # one write took the run back and added its input, before any process executes it
         assert (claimed.run.status, claimed.run.error) == (RunStatus.PENDING, None)
@@ -145,9 +147,11 @@ async def test_a_run_resumed_in_the_background_is_claimed_with_its_new_input(
 async def test_a_queued_fork_runs_on_the_model_it_was_switched_to(database: str) -> None:
     queue = Twice()
     async with Runpoint(agents, database=database, host=PluginHost([queue])) as rp:
-        source = await (await rp.create_run("marked", "Paris")).result()
+        source = await (await rp.create_run(CreateRun(agent_id="marked", message="Paris"))).result()
         handle = await rp.continue_run(
-            source.run_id, input="Say it back", model="scripted:echo", background=True
+            ContinueRun(
+                run_id=source.run_id, input="Say it back", model="scripted:echo", background=True
+            )
         )
         await queue.deliver()
         fork = await handle.result()
@@ -162,7 +166,9 @@ async def test_runs_accepted_by_one_process_are_executed_by_another(database: st
         worker(database, "worker-b"),
     ):
         handles = [
-            await accepting.create_run("marked", f"{city} and Lima", background=True)
+            await accepting.create_run(
+                CreateRun(agent_id="marked", message=f"{city} and Lima", background=True)
+            )
             for city in ("Paris", "Tokyo", "Lagos", "Kyoto")
         ]
         assert {h.run.status for h in handles} == {RunStatus.PENDING}
@@ -180,7 +186,9 @@ async def test_runs_accepted_by_one_process_are_executed_by_another(database: st
 @ON_POSTGRES
 async def test_cancel_of_a_run_still_in_the_queue_ends_it_cancelled(database: str) -> None:
     async with Runpoint(agents, database=database, execute_queued=False) as accepting:
-        handle = await accepting.create_run("marked", "Paris", background=True)
+        handle = await accepting.create_run(
+            CreateRun(agent_id="marked", message="Paris", background=True)
+        )
         assert await jobs_in_queue(database) == 1
         cancelled = await accepting.cancel(handle.run.run_id)
         assert cancelled.status is RunStatus.CANCELLED

@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from runpoint import hookimpl
 from runpoint.core.types import Run, RunEvent, RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.sql.events import event_rows
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.runs.tool_calls import SKIPPED
@@ -96,7 +96,7 @@ async def test_a_run_that_keeps_dying_ends_in_error(
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
         assert finished == [(run_id, RunStatus.ERROR)]
         # a person can still finish it: continue from end resumes it
-        resumed = await (await rp.continue_run(run_id)).result()
+        resumed = await (await rp.continue_run(ContinueRun(run_id=run_id))).result()
         assert resumed.status is RunStatus.COMPLETED
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]
 
@@ -223,7 +223,7 @@ async def test_cancel_from_another_process_stops_the_run_at_its_next_boundary(
         Runpoint([agent], database=database) as executing,
         Runpoint([agent], database=database) as other,
     ):
-        handle = await executing.create_run("slow", "Paris and Tokyo")
+        handle = await executing.create_run(CreateRun(agent_id="slow", message="Paris and Tokyo"))
         await asyncio.sleep(0.2)  # the first tool call is under way
         asked = await other.cancel(handle.run.run_id)
         assert asked.cancel_requested and asked.status is RunStatus.RUNNING
@@ -259,7 +259,9 @@ async def test_a_side_effect_under_way_when_the_process_died_waits_for_a_person(
         [doubt] = [t for t in (await rp.get_run(run_id)).tools if t.in_doubt]
         assert (doubt.tool_args, doubt.result) == ({"city": "Lagos"}, None)
         assert paused.in_doubt == [doubt.tool_call_id]
-        run = await (await rp.continue_run(run_id, tools={doubt.tool_call_id: decision})).result()
+        run = await (
+            await rp.continue_run(ContinueRun(run_id=run_id, tools={doubt.tool_call_id: decision}))
+        ).result()
         assert run.status is RunStatus.COMPLETED and run.in_doubt == []
         [lagos] = [
             t for t in (await rp.get_run(run_id)).tools if t.tool_call_id == doubt.tool_call_id

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from runpoint.core.errors import NotFound
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.memory import MemoryStorage
 from runpoint.plugins.sql.store import SqlStorage
@@ -43,9 +43,13 @@ async def reads(rp: Runpoint, run_ids: Sequence[str]) -> bytes:
 
 
 async def test_a_source_goes_and_its_forks_read_byte_for_byte(rp: Runpoint) -> None:
-    source = await (await rp.create_run("travel-agent", "Paris, Tokyo and Lagos")).result()
+    source = await (
+        await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos"))
+    ).result()
     await asyncio.sleep(AGE + 0.1)
-    fork = await (await rp.continue_run(source.run_id, continue_from=3, input="Paris")).result()
+    fork = await (
+        await rp.continue_run(ContinueRun(run_id=source.run_id, continue_from=3, input="Paris"))
+    ).result()
     before = await reads(rp, [fork.run_id])
     removed = await rp.sweeper.sweep_all()
     assert removed.run_ids == [source.run_id] and removed.sessions == 0
@@ -55,7 +59,7 @@ async def test_a_source_goes_and_its_forks_read_byte_for_byte(rp: Runpoint) -> N
         await rp.get_run(source.run_id)
     # a session fork of what is left; then retention takes the whole source session
     await asyncio.sleep(AGE + 0.1)
-    copy = await rp.fork_session(fork.session_id)
+    copy = await rp.fork_session(ForkSession(session_id=fork.session_id))
     [copied] = await rp.list_runs(copy.session_id)
     before = await reads(rp, [copied.run_id])
     removed = await rp.sweeper.sweep_all()
@@ -68,8 +72,10 @@ async def test_a_source_goes_and_its_forks_read_byte_for_byte(rp: Runpoint) -> N
 
 
 async def test_a_deleted_session_leaves_its_session_fork_whole(rp: Runpoint) -> None:
-    source = await (await rp.create_run("travel-agent", "Paris and Tokyo")).result()
-    copy = await rp.fork_session(source.session_id)
+    source = await (
+        await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris and Tokyo"))
+    ).result()
+    copy = await rp.fork_session(ForkSession(session_id=source.session_id))
     readers = [r.run_id for r in await rp.list_runs(copy.session_id)]
     before = await reads(rp, readers)
     await rp.delete_session(source.session_id)
@@ -79,29 +85,39 @@ async def test_a_deleted_session_leaves_its_session_fork_whole(rp: Runpoint) -> 
 
 
 async def test_a_paused_run_and_the_runs_it_follows_stay(rp: Runpoint) -> None:
-    first = await (await rp.create_run("booking-agent", "Hello")).result()
+    first = await (
+        await rp.create_run(CreateRun(agent_id="booking-agent", message="Hello"))
+    ).result()
     paused = await (
-        await rp.create_run("booking-agent", "Book Kyoto", session_id=first.session_id)
+        await rp.create_run(
+            CreateRun(agent_id="booking-agent", message="Book Kyoto", session_id=first.session_id)
+        )
     ).result()
     assert paused.status is RunStatus.PAUSED
     await asyncio.sleep(AGE + 0.1)
     removed = await rp.sweeper.sweep_all()
     assert removed.runs == 0, "the paused run reads the first as its history"
-    assert (await rp.find_run(paused.run_id)).status is RunStatus.PAUSED
+    assert (await rp.get_run(paused.run_id)).run.status is RunStatus.PAUSED
 
 
 async def test_an_agent_keeps_its_runs_longer_than_the_server(database: str) -> None:
     keeping = [dataclasses.replace(agents[0], retention=Retention.of(runs="never"))]
     async with Runpoint(keeping, database=database, retention=Retention(runs=0)) as rp:
-        run = await (await rp.create_run("travel-agent", "Paris")).result()
+        run = await (
+            await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))
+        ).result()
         assert (await rp.sweeper.sweep_all()).runs == 0
-        assert (await rp.find_run(run.run_id)).status is RunStatus.COMPLETED
+        assert (await rp.get_run(run.run_id)).run.status is RunStatus.COMPLETED
 
 
 async def test_keep_last_checkpoints_and_drop_event_logs(database: str) -> None:
     policy = Retention(checkpoints=1, events=0)
     async with Runpoint(agents, database=database, retention=policy) as rp:
-        run = await (await rp.create_run("travel-agent", "Paris, Tokyo and Lagos")).result()
+        run = await (
+            await rp.create_run(
+                CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos")
+            )
+        ).result()
         _, timeline = await rp.timeline(run.run_id)
         assert len(timeline) > 2
         removed = await rp.sweeper.sweep_all()
@@ -110,7 +126,7 @@ async def test_keep_last_checkpoints_and_drop_event_logs(database: str) -> None:
         assert [c.reason for c in kept] == ["end"]
         assert (await rp.snapshot(run.run_id, kept[0].message_index)).checkpoint == kept[0]
         # the run answers from its stored state; a join has no events left to send
-        assert (await rp.find_run(run.run_id)).content == run.content
+        assert (await rp.get_run(run.run_id)).run.content == run.content
         assert [e async for e in await rp.follow(run.run_id)] == []
 
 
@@ -134,7 +150,7 @@ async def test_one_process_sweeps_at_a_time(rp: Runpoint) -> None:
     from runpoint.core.types import KeyClaim, now
     from runpoint.durable.retention import CLAIM_KEY, CLAIM_SCOPE
 
-    await (await rp.create_run("travel-agent", "Paris")).result()
+    await (await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))).result()
     await asyncio.sleep(AGE + 0.1)
     other = KeyClaim(CLAIM_SCOPE, CLAIM_KEY, "another process")
     assert await rp.storage.claim_key(other, "sweep", now() + 60) is None

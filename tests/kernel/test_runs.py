@@ -8,7 +8,7 @@ import pytest
 
 from runpoint.core.errors import InvalidBoundary, InvalidRequest, NotFound
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents as demo_agents
 from tests.conftest import OpenRunpoint
 
@@ -20,8 +20,8 @@ async def rp(open_runpoint: OpenRunpoint) -> Runpoint:
     return await open_runpoint(demo_agents)
 
 
-async def completed(rp: Runpoint, message: str = QUESTION, **kwargs: object) -> str:
-    run = await (await rp.create_run("travel-agent", message, **kwargs)).result()  # type: ignore[arg-type]
+async def completed(rp: Runpoint, message: str = QUESTION) -> str:
+    run = await (await rp.create_run(CreateRun(agent_id="travel-agent", message=message))).result()
     assert run.status is RunStatus.COMPLETED, run.error
     return run.run_id
 
@@ -51,7 +51,7 @@ async def test_an_announced_checkpoint_stays_when_the_run_ends_at_its_index(
 
     short = Agent(id="short", model="scripted:demo", tools=[get_population], max_turns=1)
     rp = await open_runpoint([short])
-    handle = await rp.create_run("short", "Paris", stream=True)
+    handle = await rp.create_run(CreateRun(agent_id="short", message="Paris"), stream=True)
     announced = [
         e.data["checkpoint"] async for e in handle.events() if e.event == "CheckpointCreated"
     ]
@@ -71,7 +71,7 @@ async def test_runs_policy_marks_only_the_end(open_runpoint: OpenRunpoint) -> No
 
     agent = Agent(id="a", model="scripted:demo", tools=[get_population], checkpoint="runs")
     rp = await open_runpoint([agent])
-    run = await (await rp.create_run("a", "Paris and Tokyo")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="a", message="Paris and Tokyo"))).result()
     _, timeline = await rp.timeline(run.run_id)
     assert [(c.message_index, c.reason) for c in timeline] == [(run.message_count, "end")]
 
@@ -118,7 +118,9 @@ async def test_snapshot_out_of_range_is_rejected(rp: Runpoint, index: int) -> No
 async def test_continue_from_a_mid_boundary_forks_and_keeps_the_source(rp: Runpoint) -> None:
     run_id = await completed(rp)
     before = await rp.get_run(run_id)
-    handle = await rp.continue_run(run_id, continue_from=3, input="Just Kyoto, please.")
+    handle = await rp.continue_run(
+        ContinueRun(run_id=run_id, continue_from=3, input="Just Kyoto, please.")
+    )
     fork = await handle.result()
     assert fork.run_id != run_id
     assert (fork.forked_from_run_id, fork.forked_from_message_index) == (run_id, 3)
@@ -151,33 +153,43 @@ async def test_continue_from_out_of_range_is_rejected(
 ) -> None:
     run_id = await completed(rp)
     with pytest.raises(InvalidBoundary, match=error):
-        await rp.continue_run(run_id, continue_from=continue_from, input="again")
+        await rp.continue_run(
+            ContinueRun(run_id=run_id, continue_from=continue_from, input="again")
+        )
     assert len(await rp.list_runs((await rp.get_run(run_id)).run.session_id)) == 1
 
 
 async def test_continue_from_end_of_a_completed_run(rp: Runpoint) -> None:
     run_id = await completed(rp)
-    again = await (await rp.continue_run(run_id)).result()  # another turn, as with AgentOS
+    again = await (
+        await rp.continue_run(ContinueRun(run_id=run_id))
+    ).result()  # another turn, as with AgentOS
     assert again.run_id != run_id and again.forked_from_message_index == 8
     assert again.status == "COMPLETED"
-    run = await (await rp.continue_run(run_id, input="And Lima?")).result()
+    run = await (await rp.continue_run(ContinueRun(run_id=run_id, input="And Lima?"))).result()
     assert run.run_id != run_id and run.forked_from_message_index == 8
     assert run.content == "Here is what I found. Lima: unknown."
 
 
 async def test_continue_last_user_and_regenerate(rp: Runpoint) -> None:
     run_id = await completed(rp)
-    from_user = await (await rp.continue_run(run_id, continue_from="last_user")).result()
+    from_user = await (
+        await rp.continue_run(ContinueRun(run_id=run_id, continue_from="last_user"))
+    ).result()
     assert from_user.forked_from_message_index == 1
     assert from_user.content == (await rp.get_run(run_id)).run.content
 
-    regenerated = await (await rp.continue_run(run_id, regenerate=True)).result()
+    regenerated = await (
+        await rp.continue_run(ContinueRun(run_id=run_id, regenerate=True))
+    ).result()
     assert regenerated.regenerated_from == run_id
     assert regenerated.forked_from_message_index == 7  # the tool work is kept
     assert (await rp.get_run(run_id)).run.status is RunStatus.REGENERATED
 
     kept = await completed(rp, "Paris")
-    again = await (await rp.continue_run(kept, regenerate=True, replace_original=False)).result()
+    again = await (
+        await rp.continue_run(ContinueRun(run_id=kept, regenerate=True, replace_original=False))
+    ).result()
     assert again.regenerated_from == kept
     assert (await rp.get_run(kept)).run.status is RunStatus.COMPLETED
 
@@ -198,13 +210,13 @@ async def test_continue_rejects_contradictory_requests(
 ) -> None:
     run_id = await completed(rp)
     with pytest.raises(InvalidRequest):
-        await rp.continue_run(run_id, **kwargs)  # type: ignore[arg-type]
+        await rp.continue_run(ContinueRun(run_id=run_id, **kwargs))  # type: ignore[arg-type]
 
 
 async def test_unknown_things_are_not_found(rp: Runpoint) -> None:
     run_id = await completed(rp)
     with pytest.raises(NotFound, match="agent"):
-        await rp.create_run("nobody", "hi")
+        await rp.create_run(CreateRun(agent_id="nobody", message="hi"))
     with pytest.raises(NotFound, match="run"):
         await rp.get_run("no-such-run")
     with pytest.raises(NotFound, match="run"):
@@ -212,7 +224,7 @@ async def test_unknown_things_are_not_found(rp: Runpoint) -> None:
     with pytest.raises(NotFound, match="run"):
         await rp.snapshot(run_id, 1, agent_id="checkpoint-agent")
     with pytest.raises(NotFound, match="run"):
-        await rp.continue_run("no-such-run", input="x")
+        await rp.continue_run(ContinueRun(run_id="no-such-run", input="x"))
     with pytest.raises(NotFound, match="session"):
         await rp.list_runs("no-such-session")
 
@@ -239,7 +251,7 @@ async def test_cancel_stops_a_run_at_its_next_boundary(open_runpoint: OpenRunpoi
         return "2.1M"
 
     rp = await open_runpoint([Agent(id="gated", model="scripted:demo", tools=[get_population])])
-    handle = await rp.create_run("gated", QUESTION, stream=True)
+    handle = await rp.create_run(CreateRun(agent_id="gated", message=QUESTION), stream=True)
     async for event in handle.events():
         if event.event == "ToolCallStarted" and not cancelled.is_set():
             await rp.cancel(handle.run.run_id)
@@ -252,18 +264,22 @@ async def test_cancel_stops_a_run_at_its_next_boundary(open_runpoint: OpenRunpoi
     assert [(c.message_index, c.reason, c.status) for c in timeline] == [
         (3, "checkpoint", "RUNNING"),
     ]
-    resumed = await (await rp.continue_run(run.run_id, input="Only Lagos")).result()
+    resumed = await (
+        await rp.continue_run(ContinueRun(run_id=run.run_id, input="Only Lagos"))
+    ).result()
     assert resumed.forked_from_run_id == run.run_id and resumed.status is RunStatus.COMPLETED
 
 
 async def test_streamed_events_in_order(rp: Runpoint) -> None:
-    handle = await rp.create_run("travel-agent", "Paris", stream=True)
+    handle = await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"), stream=True)
     names = [event.event async for event in handle.events()]
     assert names[0] == "RunStarted"
     assert names[-3:] == ["RunContentCompleted", "CheckpointCreated", "RunCompleted"]
     assert names.count("ToolCallStarted") == names.count("ToolCallCompleted") == 1
     assert names.index("ToolCallCompleted") < names.index("CheckpointCreated")
-    fork = await rp.continue_run(handle.run.run_id, continue_from=1, stream=True)
+    fork = await rp.continue_run(
+        ContinueRun(run_id=handle.run.run_id, continue_from=1), stream=True
+    )
     events = [e.event async for e in fork.events()]
     assert events[0] == "RunContinued"
 
@@ -284,10 +300,16 @@ async def test_a_second_run_while_one_is_in_flight_is_a_conflict(
         return "2.1M"
 
     rp = await open_runpoint([Agent(id="gated", model="scripted:demo", tools=[get_population])])
-    handle = await rp.create_run("gated", QUESTION)
+    handle = await rp.create_run(CreateRun(agent_id="gated", message=QUESTION))
     with pytest.raises(Conflict, match="in flight"):
-        await rp.create_run("gated", "again", session_id=handle.run.session_id)
+        await rp.create_run(
+            CreateRun(agent_id="gated", message="again", session_id=handle.run.session_id)
+        )
     gate.set()
     assert (await handle.result()).status is RunStatus.COMPLETED
-    again = await (await rp.create_run("gated", "again", session_id=handle.run.session_id)).result()
+    again = await (
+        await rp.create_run(
+            CreateRun(agent_id="gated", message="again", session_id=handle.run.session_id)
+        )
+    ).result()
     assert again.status is RunStatus.COMPLETED

@@ -10,7 +10,7 @@ from sqlalchemy import text
 
 from runpoint.core.errors import Conflict, Locked, NotContinuable, NotFound
 from runpoint.core.types import Run, RunStatus, Segment, SessionCheckpoint, SessionCheckpointStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
@@ -36,7 +36,9 @@ async def sql(rp: Runpoint, query: str, **params: object) -> list[tuple[object, 
 
 
 async def run(rp: Runpoint, message: str, session_id: str | None = None) -> Run:
-    return await (await rp.create_run("echo", message, session_id=session_id)).result()
+    return await (
+        await rp.create_run(CreateRun(agent_id="echo", message=message, session_id=session_id))
+    ).result()
 
 
 async def checkpointed_between_two_runs(
@@ -165,7 +167,7 @@ async def test_rollback_returns_the_session_to_the_checkpoint_in_place(
     hidden = await rp.get_run(second.run_id)
     assert hidden.run.hidden and [m.content for m in hidden.messages] == ["b", "re: b"]
     with pytest.raises(NotContinuable):
-        await rp.continue_run(second.run_id, input="again")
+        await rp.continue_run(ContinueRun(run_id=second.run_id, input="again"))
     assert await rp.session_checkpoints.get(session_id, after.checkpoint_id) == after
     # a new run sees the history up to the checkpoint only
     await run(rp, "c", session_id)

@@ -19,7 +19,7 @@ from runpoint.core.types import (
     SessionCheckpointStatus,
     now,
 )
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
@@ -105,7 +105,7 @@ async def test_the_run_dialect_completes_a_rollback_whose_process_died(
         assert recorder.seen[-1] == [*turn("a"), ("user", "c")]
     else:  # the run it continues was rolled back out of the session meanwhile
         with pytest.raises(NotContinuable):
-            await rp.continue_run(second.run_id, input="again")
+            await rp.continue_run(ContinueRun(run_id=second.run_id, input="again"))
     assert (await rp.get_session(session_id)).locked is None
     assert (await rp.get_run(second.run_id)).run.hidden
 

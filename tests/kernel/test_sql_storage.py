@@ -208,9 +208,9 @@ async def test_boundaries_that_come_together_share_a_write_and_fail_alone(
 
     messages = [build.messages(2, label=run.run_id) for run in started]
     for run in started:
-        run.message_count += 2
+        run.count_appended(run.message_count + 2, None)
     saves = [storage.save(r, m, None) for r, m in zip(started, messages, strict=True)]
-    stale.message_count += 1  # as its writer counts the message it saves
+    stale.count_appended(stale.message_count + 1, None)  # as its writer counts it
     saves.insert(2, storage.save(stale, build.messages(1, "stale"), None))
     answers = await asyncio.gather(*saves, return_exceptions=True)
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 import pytest
 
 from runpoint.core.types import Run, RunEvent, RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents as demo_agents
 from runpoint.plugins.memory import MemoryStorage
 from runpoint.reads import streams
@@ -44,7 +44,7 @@ async def test_followers_from_any_point_get_what_is_past_it(
     gated: tuple[Runpoint, asyncio.Event],
 ) -> None:
     rp, gate = gated
-    handle = await rp.create_run("gated", "Paris", stream=True)
+    handle = await rp.create_run(CreateRun(agent_id="gated", message="Paris"), stream=True)
     # joined while the run waits: first from an id no event has yet (a client made it up),
     # which makes the run's tail, then from the start, then the request's own stream
     ahead = asyncio.create_task(events(rp, handle.run.run_id, after=10_000))
@@ -68,7 +68,9 @@ async def test_a_follower_behind_what_the_tail_keeps_reads_the_log(
     monkeypatch.setattr(streams, "KEPT", 2)
     monkeypatch.setattr(streams, "PAGE", 3)
     rp, gate = gated
-    handle = await rp.create_run("gated", "Paris Tokyo Lagos", stream=True)
+    handle = await rp.create_run(
+        CreateRun(agent_id="gated", message="Paris Tokyo Lagos"), stream=True
+    )
     first = asyncio.create_task(collect(handle.events()))
     await asyncio.sleep(0.1)
     gate.set()
@@ -91,7 +93,9 @@ class LogDown(MemoryStorage):
 
 async def test_events_lost_between_boundaries_cost_the_run_nothing() -> None:
     async with Runpoint(demo_agents, storage=LogDown()) as rp:
-        handle = await rp.create_run("travel-agent", "Paris", stream=True)
+        handle = await rp.create_run(
+            CreateRun(agent_id="travel-agent", message="Paris"), stream=True
+        )
         streamed = await collect(handle.events())
         run = await handle.result()
     assert run.status is RunStatus.COMPLETED
@@ -116,8 +120,12 @@ class Counted(MemoryStorage):
 async def test_a_run_born_here_starts_its_log_without_reading_it() -> None:
     storage = Counted()
     async with Runpoint(demo_agents, storage=storage) as rp:
-        first = await (await rp.create_run("travel-agent", "Paris")).result()
-        streamed = await rp.continue_run(first.run_id, input="And Lima?", stream=True)
+        first = await (
+            await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))
+        ).result()
+        streamed = await rp.continue_run(
+            ContinueRun(run_id=first.run_id, input="And Lima?"), stream=True
+        )
         await collect(streamed.events())
         branch = await streamed.result()
         assert storage.ends_read == 0  # each is new: its log is empty

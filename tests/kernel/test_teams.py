@@ -8,6 +8,7 @@ import pytest
 from runpoint.core import tenancy
 from runpoint.core.errors import Forbidden
 from runpoint.core.tenancy import Principal
+from runpoint.facade import ContinueRun, CreateRun, ForkSession
 from runpoint.plugins.demo import agents
 from tests.conftest import OpenRunpoint
 
@@ -19,9 +20,13 @@ ALPHA, BETA = Principal("alpha", "ada"), Principal("beta")
 async def test_a_team_sees_its_own_sessions_and_runs_only(open_runpoint: OpenRunpoint) -> None:
     rp = await open_runpoint(agents)
     with tenancy.acting_as(ALPHA):
-        run = await (await rp.create_run("travel-agent", "Paris")).result()
-        fork = await rp.fork_session(run.session_id)
-        continued = await (await rp.continue_run(run.run_id, input="Tokyo too")).result()
+        run = await (
+            await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))
+        ).result()
+        fork = await rp.fork_session(ForkSession(session_id=run.session_id))
+        continued = await (
+            await rp.continue_run(ContinueRun(run_id=run.run_id, input="Tokyo too"))
+        ).result()
     assert tenancy.current() == tenancy.OPEN  # acting_as ends with its block
     with tenancy.acting_as(BETA):
         assert await rp.list_sessions() == []
@@ -33,7 +38,9 @@ async def test_a_team_sees_its_own_sessions_and_runs_only(open_runpoint: OpenRun
             lambda: rp.timeline(run.run_id),
             lambda: rp.cancel(run.run_id),
             lambda: rp.delete_session(run.session_id),
-            lambda: rp.create_run("travel-agent", "Lagos", session_id=run.session_id),
+            lambda: rp.create_run(
+                CreateRun(agent_id="travel-agent", message="Lagos", session_id=run.session_id)
+            ),
         ):
             with pytest.raises(Forbidden) as refused:
                 await look_up()

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import event
 
 from runpoint.core.types import RunStatus, ToolCall
+from runpoint.facade import CreateRun
 from runpoint.plugins.demo import get_population
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.plugins.sql.store import SqlStorage
@@ -78,7 +79,7 @@ async def test_failing_tools_become_error_results(open_runpoint: OpenRunpoint) -
         ("get_population", {"city": "Paris"}),
     )
     rp = await open_runpoint([Agent(id="a", model=model, tools=[explode, get_population])])
-    run = await (await rp.create_run("a", "go")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="a", message="go"))).result()
     assert run.status is RunStatus.COMPLETED
     tools = (await rp.get_run(run.run_id)).tools
     assert [(t.tool_call_error, t.result) for t in tools] == [
@@ -100,7 +101,7 @@ async def test_a_batch_runs_concurrently(open_runpoint: OpenRunpoint) -> None:
 
     model = batch(*[("meet", {"name": n}) for n in "abc"])
     rp = await open_runpoint([Agent(id="a", model=model, tools=[meet])])
-    run = await (await rp.create_run("a", "go")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="a", message="go"))).result()
     assert run.content == "meet: a | meet: b | meet: c"
 
 
@@ -111,7 +112,7 @@ async def test_the_number_of_turns_is_bounded(open_runpoint: OpenRunpoint) -> No
 
     agent = Agent(id="a", model=ScriptedModel(forever), tools=[get_population], max_turns=3)
     rp = await open_runpoint([agent])
-    run = await (await rp.create_run("a", "go")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="a", message="go"))).result()
     assert run.status is RunStatus.ERROR
     assert run.error == "the run reached its limit of 3 turns"
     _, timeline = await rp.timeline(run.run_id)
@@ -151,7 +152,7 @@ async def test_a_model_that_names_a_tool_call_id_twice_fails_its_turn(
         return ModelResponse(tool_calls=[ToolCall(i, "book", {"city": "Lima"}) for i in ids[turn]])
 
     rp = await open_runpoint([Agent(id="a", model=ScriptedModel(reusing), tools=[book])])
-    run = await (await rp.create_run("a", "go")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="a", message="go"))).result()
     assert (run.status, run.error) == (
         RunStatus.ERROR,
         "ValueError: model scripted named a second tool call with the id 'call-1' "
@@ -191,7 +192,7 @@ async def test_a_wide_batch_of_side_effects_takes_few_connections(
     engine = cast(SqlStorage, rp.storage).engine.sync_engine
     event.listen(engine, "checkout", checkout)
     event.listen(engine, "checkin", checkin)
-    run = await (await rp.create_run("a", "go")).result()
+    run = await (await rp.create_run(CreateRun(agent_id="a", message="go"))).result()
     assert (run.status, run.error) == (RunStatus.COMPLETED, None)
     assert most <= 2  # the run's reads and writes, one at a time; a lease's heartbeat
     calls = [t.tool_call_id for t in (await rp.get_run(run.run_id)).tools]

@@ -13,7 +13,7 @@ import sys
 
 from runpoint.core.errors import Conflict
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
 
 QUESTIONS = ("Paris and Tokyo", "Lagos, Kyoto and Lima", "Cairo", "Sydney and London")
@@ -25,11 +25,17 @@ async def main(database: str, name: str, shared: str) -> None:
     async with Runpoint(agents, database=database, busy_session="wait", busy_timeout=60) as rp:
 
         async def create() -> None:
-            await (await rp.create_run("travel-agent", rng.choice(QUESTIONS))).result()
+            await (
+                await rp.create_run(
+                    CreateRun(agent_id="travel-agent", message=rng.choice(QUESTIONS))
+                )
+            ).result()
             done["created"] += 1
 
         async def in_shared_session() -> None:
-            handle = await rp.create_run("travel-agent", rng.choice(QUESTIONS), session_id=shared)
+            handle = await rp.create_run(
+                CreateRun(agent_id="travel-agent", message=rng.choice(QUESTIONS), session_id=shared)
+            )
             await handle.result()
             done["shared"] += 1
 
@@ -42,7 +48,9 @@ async def main(database: str, name: str, shared: str) -> None:
             source = rng.choice(finished)
             _, timeline = await rp.timeline(source.run_id)
             index = rng.choice(timeline).message_index
-            handle = await rp.continue_run(source.run_id, continue_from=index, input="Only Lima")
+            handle = await rp.continue_run(
+                ContinueRun(run_id=source.run_id, continue_from=index, input="Only Lima")
+            )
             await handle.result()
             done["forked"] += 1
 
@@ -50,7 +58,7 @@ async def main(database: str, name: str, shared: str) -> None:
             sessions = [s for s in await rp.list_sessions(limit=20) if s.session_id != shared]
             if sessions:
                 try:
-                    await rp.fork_session(rng.choice(sessions).session_id)
+                    await rp.fork_session(ForkSession(session_id=rng.choice(sessions).session_id))
                     done["session_forks"] += 1
                 except Conflict:  # a run of it was in flight
                     pass

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 from runpoint.core.types import RunStatus
-from runpoint.facade import Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.runs.edits import (
     EditRequest,
     ReplaceToolArguments,
@@ -102,7 +102,7 @@ async def test_the_forks_first_request_is_the_edited_history(
         ),
         Turn("Paris 2.1M, Tokyo 13.9M."),
     )
-    source = await (await rp.create_run("travel", QUESTION)).result()
+    source = await (await rp.create_run(CreateRun(agent_id="travel", message=QUESTION))).result()
     assert source.status is RunStatus.COMPLETED and source.message_count == 5, source.error
     before = await snapshots(rp, source.run_id)
 
@@ -110,7 +110,9 @@ async def test_the_forks_first_request_is_the_edited_history(
     sent = len(api.server.requests)
     api.server.play(Turn("Done."))
     fork = await (
-        await rp.continue_run(source.run_id, continue_from=continue_from, edits=[edit])
+        await rp.continue_run(
+            ContinueRun(run_id=source.run_id, continue_from=continue_from, edits=[edit])
+        )
     ).result()
 
     assert fork.status is RunStatus.COMPLETED, fork.error

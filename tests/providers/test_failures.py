@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from runpoint.core.types import RunStatus
+from runpoint.facade import ContinueRun, CreateRun
 from tests.conftest import OpenRunpoint
 from tests.providers import wire
 from tests.providers.conftest import Api, travel_agent
@@ -61,7 +62,9 @@ async def test_a_failed_turn_ends_the_run_and_continue_resumes_it(
     api.server.play(FIRST, *[failure(api)] * attempts)
 
     # watched, or the vendor call would not be streamed
-    handle = await runpoint.create_run("travel", "Population of Paris?", stream=streaming)
+    handle = await runpoint.create_run(
+        CreateRun(agent_id="travel", message="Population of Paris?"), stream=streaming
+    )
     run = await handle.result()
 
     assert run.status is RunStatus.ERROR
@@ -74,7 +77,7 @@ async def test_a_failed_turn_ends_the_run_and_continue_resumes_it(
     assert [(c.message_index, c.status) for c in checkpoints] == [(3, RunStatus.RUNNING)]
 
     api.server.play(LAST)
-    resumed = await (await runpoint.continue_run(run.run_id)).result()
+    resumed = await (await runpoint.continue_run(ContinueRun(run_id=run.run_id))).result()
 
     assert resumed.run_id == run.run_id
     assert resumed.status is RunStatus.COMPLETED, resumed.error

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runpoint.core.types import RunStatus
+from runpoint.facade import ContinueRun, CreateRun
 from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn
@@ -20,7 +21,7 @@ async def test_a_missing_key_is_an_error_at_use(
     monkeypatch.delenv(variable)
     runpoint = await open_runpoint([travel_agent(api.spec)])  # starts: the key is not needed yet
 
-    run = await (await runpoint.create_run("travel", "Hello")).result()
+    run = await (await runpoint.create_run(CreateRun(agent_id="travel", message="Hello"))).result()
 
     assert run.status is RunStatus.ERROR
     assert run.error == (
@@ -31,7 +32,7 @@ async def test_a_missing_key_is_an_error_at_use(
 
     monkeypatch.setenv(variable, "sk-late")
     api.server.play(Turn("Hello to you."))
-    resumed = await (await runpoint.continue_run(run.run_id)).result()
+    resumed = await (await runpoint.continue_run(ContinueRun(run_id=run.run_id))).result()
 
     assert resumed.status is RunStatus.COMPLETED, resumed.error
     assert resumed.content == "Hello to you."

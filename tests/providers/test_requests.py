@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from runpoint.core.types import Message, RunStatus, ToolCall
+from runpoint.facade import ContinueRun, CreateRun
 from runpoint.plugins import vendor_messages as vm
 from runpoint.seams.agent import tool
 from runpoint.seams.model import ModelRequest, ModelResponse
@@ -120,10 +121,14 @@ async def test_one_sdk_client_serves_every_run_of_a_model_string(
     runpoint = await open_runpoint([travel_agent(api.spec)])
     api.server.play(Turn("One."), Turn("Two."), Turn("Three."))
 
-    first = await (await runpoint.create_run("travel", "Hello")).result()
-    second = await (await runpoint.create_run("travel", "Hello again")).result()
+    first = await (
+        await runpoint.create_run(CreateRun(agent_id="travel", message="Hello"))
+    ).result()
+    second = await (
+        await runpoint.create_run(CreateRun(agent_id="travel", message="Hello again"))
+    ).result()
     switched = await (
-        await runpoint.continue_run(first.run_id, input="And?", model=api.spec)
+        await runpoint.continue_run(ContinueRun(run_id=first.run_id, input="And?", model=api.spec))
     ).result()
 
     assert [r.content for r in (first, second, switched)] == ["One.", "Two.", "Three."]
@@ -137,7 +142,9 @@ async def test_the_vendor_call_is_streamed_only_when_a_client_streams_the_run(
     runpoint = await open_runpoint([travel_agent(api.model())])  # a streaming model
     api.server.play(Turn("Paris has 2.1M people."))
 
-    handle = await runpoint.create_run("travel", "Population of Paris?", stream=watched)
+    handle = await runpoint.create_run(
+        CreateRun(agent_id="travel", message="Population of Paris?"), stream=watched
+    )
     if watched:
         text = [e.data["content"] async for e in handle.events() if e.event == "RunContent"]
         assert len(text) > 1  # as the vendor streamed it

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from runpoint.core.types import RunStatus, Usage
+from runpoint.facade import CreateRun
 from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, travel_agent
 from tests.providers.wire import Turn
@@ -201,7 +202,7 @@ async def test_a_run_of_several_tool_batches(
     runpoint = await open_runpoint([travel_agent(model)])
     api.server.play(*SCRIPT)
 
-    handle = await runpoint.create_run("travel", QUESTION, stream=True)
+    handle = await runpoint.create_run(CreateRun(agent_id="travel", message=QUESTION), stream=True)
     events = [event async for event in handle.events()]
     run = await handle.result()
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from runpoint.core.types import RunStatus, Usage
+from runpoint.facade import ContinueRun, CreateRun
 from tests.conftest import OpenRunpoint
 from tests.providers import wire
 from tests.providers.conftest import Api, travel_agent
@@ -106,7 +107,9 @@ async def test_continue_from_a_checkpoint_on_another_provider(
     runpoint = await open_runpoint([travel_agent(source.spec)])  # the environment's defaults
     source_id = CALL_IDS[source_name]
     source.server.play(*source_script(source_id))
-    original = await (await runpoint.create_run("travel", QUESTION)).result()
+    original = await (
+        await runpoint.create_run(CreateRun(agent_id="travel", message=QUESTION))
+    ).result()
     assert original.status is RunStatus.COMPLETED, original.error
     _, checkpoints = await runpoint.timeline(original.run_id)
     assert [c.message_index for c in checkpoints] == [3, 5, 6]
@@ -117,7 +120,9 @@ async def test_continue_from_a_checkpoint_on_another_provider(
         Turn(None, [(target_id, "get_population", {"city": "Lagos"})], usage=(30, 4)),
         Turn("Paris 2.1M, Lagos 15.3M.", usage=(50, 9)),
     )
-    handle = await runpoint.continue_run(original.run_id, continue_from=3, model=target.spec)
+    handle = await runpoint.continue_run(
+        ContinueRun(run_id=original.run_id, continue_from=3, model=target.spec)
+    )
     run = await handle.result()
 
     # the stored fork
@@ -161,16 +166,22 @@ async def test_a_provider_switched_with_model_sticks_when_its_run_is_continued_f
     openai, anthropic = apis["openai"], apis["anthropic"]
     runpoint = await open_runpoint([travel_agent(openai.spec)])
     openai.server.play(*source_script(CALL_IDS["openai"]))
-    original = await (await runpoint.create_run("travel", QUESTION)).result()
+    original = await (
+        await runpoint.create_run(CreateRun(agent_id="travel", message=QUESTION))
+    ).result()
     anthropic.server.play(wire.error("anthropic", 400, "The request was refused"))
     fork = await (
-        await runpoint.continue_run(original.run_id, continue_from=3, model=anthropic.spec)
+        await runpoint.continue_run(
+            ContinueRun(run_id=original.run_id, continue_from=3, model=anthropic.spec)
+        )
     ).result()
     assert (fork.status, fork.model) == (RunStatus.ERROR, anthropic.spec)
     sent_to_openai = len(openai.server.requests)
 
     anthropic.server.play(Turn("Paris 2.1M."))
-    run = await (await runpoint.continue_run(fork.run_id)).result()  # from end, in place
+    run = await (
+        await runpoint.continue_run(ContinueRun(run_id=fork.run_id))
+    ).result()  # from end, in place
 
     assert (run.run_id, run.status, run.model) == (fork.run_id, RunStatus.COMPLETED, anthropic.spec)
     assert len(openai.server.requests) == sent_to_openai  # no turn went to OpenAI

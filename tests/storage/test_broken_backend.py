@@ -29,7 +29,7 @@ class CarelessStorage(MemoryStorage):
     ) -> None:
         stored = await self.get_run(run.run_id)
         if stored is not None:
-            run.revision = stored.revision
+            run.saved(stored.revision, run.cancel_requested)
         await super().save(
             run, messages, checkpoint, intents=intents, answering=answering, events=events
         )

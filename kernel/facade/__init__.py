@@ -1,0 +1,173 @@
+"""What adapters call: runs, timelines, snapshots, continue and fork, sessions.
+
+`Runpoint` wires the jobs together and delegates to them: `runpoint.runs.commands` (create,
+continue, fan out, cancel, fork session), `runpoint.reads.queries` (reads),
+`runpoint.sessions.lifecycle` and `runpoint.sessions.checkpoints` (sessions),
+`runpoint.runs.executor` (where runs run); its runs half is `runpoint.facade.runs`, its
+sessions half `runpoint.facade.sessions`. A command takes its request struct (exported here)
+as the job does. Every method validates its request completely before it starts anything,
+and raises the typed errors of `runpoint.core.errors`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+from typing import Literal
+
+from runpoint.durable import LEASE_SECONDS
+from runpoint.durable.leases import Leases
+from runpoint.durable.retention import Sweeper
+from runpoint.facade.runs import RunsFacade
+from runpoint.facade.sessions import SessionsFacade
+from runpoint.reads.queries import Queries
+from runpoint.runs.commands import Commands, CreateRun, ForkSession
+from runpoint.runs.context import RunContext
+from runpoint.runs.continuation import Branch, ContinueRun
+from runpoint.runs.edits import EditRequest
+from runpoint.runs.executor import Executor, RunHandle
+from runpoint.runs.fan_out import FanOut
+from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
+from runpoint.seams.retention import Retention
+from runpoint.seams.runqueue import Watched
+from runpoint.seams.storage import Migrated, Storage
+from runpoint.sessions.checkpoints import SessionCheckpoints
+from runpoint.sessions.lifecycle import Sessions
+
+__all__ = [
+    "Branch",
+    "ContinueRun",
+    "CreateRun",
+    "EditRequest",
+    "FanOut",
+    "ForkSession",
+    "RunHandle",
+    "Runpoint",
+]
+
+
+class Runpoint(RunsFacade, SessionsFacade):
+    def __init__(
+        self,
+        agents: Iterable[Agent],
+        *,
+        database: str | None = None,
+        storage: Storage | None = None,
+        host: PluginHost | None = None,
+        busy_session: Literal["conflict", "wait"] = "conflict",
+        busy_timeout: float = 30.0,
+        lease_seconds: float = LEASE_SECONDS,
+        max_recoveries: int = 3,
+        recover: bool = True,
+        execute_queued: bool = True,
+        retention: Retention | None = None,
+        sweep_seconds: float = 60.0,
+        sweep_batch: int = 200,
+    ) -> None:
+        """Serve `agents` from `database` (a URL; its plugin also gives the run queue, if
+        it has one) or from `storage`.
+
+        `busy_session` says what a new run in a session that has a run in flight
+        does: fail with Conflict, or wait (up to `busy_timeout` seconds) for it.
+
+        A run executing here holds a lease of `lease_seconds`, renewed while it goes;
+        with `recover`, this process resumes runs whose process died (their lease ran
+        out), each at most `max_recoveries` times (see runpoint.durable.leases).
+
+        Where the database has a run queue, background runs go through it to any
+        process; `execute_queued=False` makes this process only accept them.
+
+        `retention` is what finished runs keep how long (each agent's over it): a sweep
+        every `sweep_seconds`, of `sweep_batch` runs at most (see
+        runpoint.durable.retention)."""
+        self.host = host or PluginHost()
+        agents = list(agents)
+        for agent in agents:  # fail at start-up, not at the first run
+            self.host.policy(agent)
+            if isinstance(agent.model, str):
+                self.host.model(agent.model)
+        if storage is None:
+            if database is None:
+                raise ValueError("Runpoint needs a database URL or a storage")
+            storage = self.host.storage(database)
+            queue = self.host.queue(database)
+        else:
+            queue = None
+        self.storage = storage
+        self._secrets: dict[str, bytes] = {}
+        self._recover = recover
+        self._execute_queued = execute_queued
+        self.leases = Leases(storage, lease_seconds=lease_seconds, max_recoveries=max_recoveries)
+        self.sessions = Sessions(storage, self.host, self.leases)
+        self.session_checkpoints = SessionCheckpoints(
+            storage, self.host, self.leases, self.sessions
+        )
+        self.queries = Queries(agents, storage, self.sessions)
+        self.agents = self.queries.agents
+        # get_run, snapshot and list_run_details with views for messages: for adapters
+        # that encode what they read (see MessageView)
+        self.views = self.queries.views
+        context = RunContext(storage, self.host, self.leases, self.queries, self.sessions)
+        self.executor = Executor(context, queue)
+        self.commands = Commands(
+            context, self.executor, busy_session=busy_session, busy_timeout=busy_timeout
+        )
+        self.sweeper = Sweeper(
+            storage,
+            self.host,
+            retention or Retention(),
+            {a.id: a.retention for a in agents},
+            batch=sweep_batch,
+            every=sweep_seconds,
+        )
+
+    async def open(self) -> Runpoint:
+        await self.storage.open()
+        await self.executor.open(execute_queued=self._execute_queued, recover=self._recover)
+        self.sweeper.start()
+        return self
+
+    async def close(self) -> None:
+        await self.sweeper.stop()
+        await self.executor.close()
+        await self.storage.close()
+
+    async def readiness(self) -> dict[str, str]:
+        """Whether this process can serve: each check "ok", or what is wrong. The
+        database answers a read; a backend with a schema has no migration pending; a run
+        queue, where there is one, is running."""
+        checks = {"database": "ok"}
+        try:
+            await self.storage.get_session("readiness-probe")
+            if isinstance(self.storage, Migrated):
+                pending = await self.storage.pending_migrations()
+                checks["migrations"] = f"not applied: {', '.join(pending)}" if pending else "ok"
+        except Exception as exc:  # a probe reports what it met rather than fail
+            checks["database"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if (queue := self.executor.queue) is not None:
+            running = not isinstance(queue, Watched) or queue.running
+            checks["queue"] = "ok" if running else "not running"
+        return checks
+
+    def executing(self) -> Counter[str]:
+        """How many runs this process executes now, by agent."""
+        return self.executor.executing()
+
+    async def queued(self) -> dict[str, int] | None:
+        """How many runs wait in the run queue, by agent (None without a queue)."""
+        return await self.executor.queued()
+
+    async def __aenter__(self) -> Runpoint:
+        return await self.open()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def secret(self, name: str) -> bytes:
+        """A random 64-byte secret of the database, `name`'s: the same in every process
+        that opens it and after every restart (an adapter's key for what it hands out)."""
+        if name not in self._secrets:
+            self._secrets[name] = await self.storage.secret(name, os.urandom(64))
+        return self._secrets[name]
