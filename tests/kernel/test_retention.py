@@ -12,13 +12,15 @@ import msgspec
 import pytest
 from sqlalchemy import text
 
+from runpoint import hookimpl
 from runpoint.core.errors import NotFound
-from runpoint.core.types import RunStatus
+from runpoint.core.types import RunStatus, Timing
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.memory import MemoryStorage
 from runpoint.plugins.sql.store import SqlStorage
-from runpoint.seams.retention import Retention
+from runpoint.seams.host import PluginHost
+from runpoint.seams.retention import Removed, Retention
 
 pytestmark = pytest.mark.parametrize("database", ["memory", "sqlite", "postgresql"], indirect=True)
 AGE = 0.5  # seconds: a run finished longer ago is old
@@ -161,3 +163,22 @@ async def test_one_process_sweeps_at_a_time(rp: Runpoint) -> None:
     # a process that died mid-sweep: its claim runs out, and another takes it over
     assert await rp.storage.claim_key(other, "sweep", now() - 1) is None
     assert await rp.sweeper.sweep_in_turn() is not None
+
+
+class Swept:
+    def __init__(self) -> None:
+        self.removed: list[Removed] = []
+
+    @hookimpl
+    def runpoint_retention_swept(self, removed: Removed, timing: Timing) -> None:
+        assert timing.seconds >= 0
+        self.removed.append(removed)
+
+
+async def test_a_sweep_is_reported_to_plugins(database: str) -> None:
+    swept = Swept()
+    host = PluginHost([swept])
+    async with Runpoint(agents, database=database, host=host, retention=Retention(runs=0)) as rp:
+        await (await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))).result()
+        await rp.sweeper.sweep_in_turn()
+    assert [r.runs for r in swept.removed] == [1]
