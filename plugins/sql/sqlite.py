@@ -38,9 +38,6 @@ _PRAGMAS = (
     # A grouped write's savepoint keeps the pages it changes in a sub-journal: in memory,
     # not in a temporary file that the OS is asked to write (7% more bytes for small runs)
     "PRAGMA temp_store=MEMORY",
-    # pages a removal frees go back to the file system, a bounded number at a time (see
-    # `reclaim`): set before a new database's first table; an older one is vacuumed once
-    f"PRAGMA auto_vacuum={_INCREMENTAL}",
 )
 
 
