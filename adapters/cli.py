@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from runpoint.adapters.db_commands import add_db_commands, backup, prune
 from runpoint.adapters.serving import StartupError, database_url, is_loopback, opened, serve
 from runpoint.adapters.settings import Settings, add_options
 
@@ -82,6 +83,7 @@ def parser() -> argparse.ArgumentParser:
         dest="db_command", required=True
     )
     add_options(db.add_parser("upgrade", help="apply the schema migrations"), "db")
+    add_db_commands(db)
     session = sub.add_parser("session", help="lock a session for maintenance, or unlock it")
     actions = session.add_subparsers(dest="session_command", required=True)
     for action in ("lock", "unlock"):
@@ -115,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
         print(list_plugins())
     elif args.command == "serve":
         serve(Settings.of(args))
+    elif args.command == "db" and args.db_command == "prune":
+        print("\n".join(prune(args)))
+    elif args.command == "db" and args.db_command == "backup":
+        print(backup(args.db, args.path))
     elif args.command == "db":
         upgrade_database(args.db)
         print(f"{args.db}: schema up to date")

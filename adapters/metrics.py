@@ -16,6 +16,7 @@ import msgspec
 
 from runpoint import hookimpl
 from runpoint.core.types import Checkpoint, Message, Run, Timing
+from runpoint.seams.retention import RETAINED, Removed
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -46,6 +47,10 @@ class Instruments:
     model_seconds: Histogram
     tool_seconds: Histogram
     model_tokens: Counter
+    retention_removed: Counter
+    retention_bytes: Counter
+    retention_reclaimed: Counter
+    retention_sweeps: Histogram
 
     @classmethod
     def make(cls) -> Instruments:
@@ -124,6 +129,29 @@ class Instruments:
                 [*agent, "provider", "kind"],
                 registry=r,
             ),
+            retention_removed=Counter(
+                "runpoint_retention_removed",
+                "Rows retention sweeps of this process removed, by kind (runs, sessions, "
+                "messages, checkpoints, events)",
+                ["kind"],
+                registry=r,
+            ),
+            retention_bytes=Counter(
+                "runpoint_retention_removed_bytes",
+                "Bytes of the documents retention sweeps of this process removed",
+                registry=r,
+            ),
+            retention_reclaimed=Counter(
+                "runpoint_retention_reclaimed_bytes",
+                "Bytes of the database file retention sweeps returned to the file system (SQLite)",
+                registry=r,
+            ),
+            retention_sweeps=Histogram(
+                "runpoint_retention_sweep_seconds",
+                "How long a retention sweep of this process took",
+                registry=r,
+                buckets=WRITE_BUCKETS,
+            ),
         )
 
 
@@ -172,6 +200,15 @@ class Metrics:
     def runpoint_tool_call_done(self, run: Run, message: Message, timing: Timing) -> None:
         tool = message.tool_name or ""
         self.instruments.tool_seconds.labels(run.agent_id, tool).observe(timing.seconds)
+
+    @hookimpl
+    def runpoint_retention_swept(self, removed: Removed, timing: Timing) -> None:
+        made = self.instruments
+        for kind in RETAINED:
+            made.retention_removed.labels(kind).inc(getattr(removed, kind))
+        made.retention_bytes.inc(removed.size)
+        made.retention_reclaimed.inc(removed.reclaimed)
+        made.retention_sweeps.observe(timing.seconds)
 
     async def scrape(self, rp: Runpoint) -> tuple[bytes, str]:
         """The text exposition of every metric, and its media type."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from runpoint.adapters.auth import Auth
     from runpoint.facade import Runpoint
     from runpoint.seams.agent import Agent
+    from runpoint.seams.retention import Retention
     from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.serve")
@@ -83,6 +84,19 @@ def auth_for(settings: Settings) -> Auth:
     )
 
 
+def retention_of(settings: Settings) -> Retention:
+    """The server's retention policy: ValueError, naming the flag, if one is unreadable."""
+    from runpoint.seams.retention import Retention, count, duration
+
+    runs, events = settings.retain_runs, settings.retain_events
+    checkpoints = settings.retain_checkpoints
+    return Retention(
+        runs=None if runs is None else duration(runs, "--retain-runs"),
+        checkpoints=None if checkpoints is None else count(checkpoints, "--retain-checkpoints"),
+        events=None if events is None else duration(events, "--retain-events"),
+    )
+
+
 def runpoint_for(settings: Settings) -> Runpoint:
     from runpoint.adapters.run_log import RunLog
     from runpoint.adapters.telemetry import observers
@@ -94,6 +108,9 @@ def runpoint_for(settings: Settings) -> Runpoint:
         database=database_url(settings.db),
         host=PluginHost([RunLog(), *observers(traces=settings.otel)]),
         lease_seconds=settings.lease_seconds,
+        retention=retention_of(settings),
+        sweep_seconds=settings.sweep_seconds,
+        sweep_batch=settings.sweep_batch,
     )
 
 

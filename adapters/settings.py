@@ -88,6 +88,17 @@ class Settings:
         False,
         "send OpenTelemetry traces, set up by the standard OTEL_* variables (needs runpoint[otel])",
     )
+    retain_runs: str | None = setting(
+        None, "remove a finished run this long after it finished, e.g. 30d, 12h, 90m (or never)"
+    )
+    retain_checkpoints: str | None = setting(
+        None, "keep this many last checkpoints of a finished run, its end always (or all)"
+    )
+    retain_events: str | None = setting(
+        None, "drop the event log of a run this long after it finished (or never)"
+    )
+    sweep_seconds: float = setting(60.0, "seconds between retention sweeps")
+    sweep_batch: int = setting(200, "finished runs a retention sweep reads at most")
     jwt_secret: str | None = setting(None, "accept HS256 JWTs signed with it", secret=True)
 
     @classmethod

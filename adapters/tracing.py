@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from runpoint import hookimpl
 from runpoint.core.errors import ConfigurationError
 from runpoint.core.types import Checkpoint, Message, Run, RunStatus, Timing
+from runpoint.seams.retention import RETAINED, Removed
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, TracerProvider
@@ -97,6 +98,18 @@ class Tracing:
             "runpoint.checkpoint.policy": checkpoint.policy,
         }
         self._span(run, "write_checkpoint", timing, attributes)
+
+    @hookimpl
+    def runpoint_retention_swept(self, removed: Removed, timing: Timing) -> None:
+        start = int(timing.started_at * 1e9)
+        attributes = {f"runpoint.retention.{kind}": getattr(removed, kind) for kind in RETAINED}
+        span = self.tracer.start_span(
+            "retention_sweep",
+            context=None,  # a root: no request asked for it
+            attributes=attributes | {"runpoint.retention.bytes": removed.size},
+            start_time=start,
+        )
+        span.end(end_time=start + int(timing.seconds * 1e9))
 
     def _span(
         self,

@@ -19,6 +19,7 @@ from runpoint.conformance import (  # noqa: F401
     events,
     keys,
     optional,
+    retention,
     runs,
     session_checkpoints,
     sessions,

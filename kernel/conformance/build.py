@@ -61,7 +61,7 @@ def fork(source: Run, at: int, **fields: Any) -> Run:
         session_id=source.session_id,
         agent_id=source.agent_id,
         team_id=source.team_id,
-        status=RunStatus.COMPLETED,
+        status=fields.pop("status", RunStatus.COMPLETED),
         segments=[*inherited, Segment(run_id, at)],
         message_count=fields.pop("message_count", at),
         forked_from_run_id=source.run_id,

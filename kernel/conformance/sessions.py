@@ -152,18 +152,6 @@ async def delete_sessions_refuses_while_a_run_is_in_flight(store: Storage) -> No
     assert await store.get_session(idle.session_id) is not None
 
 
-@check(SESSIONS)
-async def delete_sessions_refuses_while_a_fork_left_shares_their_history(store: Storage) -> None:
-    source, _ = await build.started(store)
-    fork = build.session(forked_from_session_id=source.session_id)
-    await store.create_sessions([fork])
-    await refused(store.delete_sessions([source.session_id]), Conflict)
-    assert await store.get_session(source.session_id) is not None
-    # with its fork, it goes
-    assert await store.delete_sessions([source.session_id, fork.session_id])
-    assert await store.get_session(source.session_id) is None
-
-
 @check(LOCKS)
 async def a_locked_session_starts_no_run_until_unlocked(store: Storage) -> None:
     session, _ = await build.started(store)

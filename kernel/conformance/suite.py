@@ -35,6 +35,7 @@ class Capability(enum.StrEnum):
     ROLLBACK = "rollback"
     SESSION_CHECKPOINTS = "session_checkpoints"
     IDEMPOTENCY = "idempotency"
+    RETENTION = "retention"
     # optional: several backends (processes) sharing one store; text with U+0000 (NUL)
     PROCESSES = "processes"
     NUL = "nul"

@@ -183,3 +183,13 @@ def own_indexes(run: Run, count: int) -> range | list[int]:
             end = run.message_count if s.end is None else min(s.end, run.message_count)
             found[:0] = range(max(s.start, end - (count - len(found))), end)
     return found
+
+
+def inherited(run: Run) -> list[Segment]:
+    """The segments of other runs' rows that the run reads (a fork's, copy-on-write)."""
+    return [s for s in run.segments if s.run_id != run.run_id]
+
+
+def captured(runs: Sequence[Run]) -> list[Segment]:
+    """The segments a capture of these runs reads: each run's whole transcript."""
+    return [s for run in runs for s in cut(run.segments, run.message_count)]

@@ -19,6 +19,7 @@ from typing import Literal
 from runpoint.durable import LEASE_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
+from runpoint.durable.retention import Sweeper
 from runpoint.facade.runs import RunsFacade
 from runpoint.facade.sessions import SessionsFacade
 from runpoint.reads.queries import Queries
@@ -30,6 +31,7 @@ from runpoint.runs.executor import Executor, RunHandle
 from runpoint.runs.fan_out import FanOut
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
+from runpoint.seams.retention import Retention
 from runpoint.seams.runqueue import Watched
 from runpoint.seams.storage import Diagnosed, Migrated, Storage
 from runpoint.sessions.checkpoints import SessionCheckpoints
@@ -61,6 +63,9 @@ class Runpoint(RunsFacade, SessionsFacade):
         max_recoveries: int = 3,
         recover: bool = True,
         execute_queued: bool = True,
+        retention: Retention | None = None,
+        sweep_seconds: float = 60.0,
+        sweep_batch: int = 200,
     ) -> None:
         """Serve `agents` from `database` (a URL; its plugin also gives the run queue, if
         it has one) or from `storage`.
@@ -73,7 +78,11 @@ class Runpoint(RunsFacade, SessionsFacade):
         out), each at most `max_recoveries` times (see runpoint.durable.leases).
 
         Where the database has a run queue, background runs go through it to any
-        process; `execute_queued=False` makes this process only accept them."""
+        process; `execute_queued=False` makes this process only accept them.
+
+        `retention` is what finished runs keep how long (each agent's over it): a sweep
+        every `sweep_seconds`, of `sweep_batch` runs at most (see
+        runpoint.durable.retention)."""
         self.host = host or PluginHost()
         agents = list(agents)
         for agent in agents:  # fail at start-up, not at the first run
@@ -109,13 +118,23 @@ class Runpoint(RunsFacade, SessionsFacade):
         self.commands = Commands(
             context, self.executor, busy_session=busy_session, busy_timeout=busy_timeout
         )
+        self.sweeper = Sweeper(
+            storage,
+            self.host,
+            retention or Retention(),
+            {a.id: a.retention for a in agents},
+            batch=sweep_batch,
+            every=sweep_seconds,
+        )
 
     async def open(self) -> Runpoint:
         await self.storage.open()
         await self.executor.open(execute_queued=self._execute_queued, recover=self._recover)
+        self.sweeper.start()
         return self
 
     async def close(self) -> None:
+        await self.sweeper.stop()
         await self.executor.close()
         await self.storage.close()
 

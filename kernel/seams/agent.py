@@ -13,6 +13,7 @@ from typing import Any, Literal, get_type_hints, overload
 import msgspec
 
 from runpoint.seams.model import Model, ToolSchema
+from runpoint.seams.retention import Retention
 
 # What running a tool does to the world, which decides what a resumed run may do with a
 # call that was under way when its process died: run a `read` or `idempotent` call again;
@@ -128,6 +129,8 @@ class Agent:
     # how many earlier runs of the session the model sees; None: all, 0: none
     history_runs: int | None = None
     max_turns: int = 20
+    # what of its finished runs is kept how long, over the server's (None: the server's)
+    retention: Retention | None = None
 
     tool_map: dict[str, Tool] = field(init=False)
 

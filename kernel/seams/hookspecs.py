@@ -21,6 +21,7 @@ from runpoint import hookspec
 from runpoint.core.types import Checkpoint, Message, Run, Timing, ToolExecution
 from runpoint.seams.model import ModelProvider
 from runpoint.seams.policy import CheckpointPolicyFactory
+from runpoint.seams.retention import Removed
 from runpoint.seams.runqueue import RunQueueFactory
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import StorageFactory
@@ -81,6 +82,11 @@ def runpoint_run_finished(run: Run) -> None:
 def runpoint_run_recovered(run: Run) -> None:
     """This process claimed a run whose process died, to resume it (`run.recoveries`
     counts the times)."""
+
+
+@hookspec
+def runpoint_retention_swept(removed: Removed, timing: Timing) -> None:
+    """A retention sweep ended: what it removed (see runpoint.durable.retention)."""
 
 
 # -- checkpoint-policy family -------------------------------------------------------

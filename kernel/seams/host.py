@@ -22,6 +22,7 @@ from runpoint.seams import hookspecs
 from runpoint.seams.agent import Agent
 from runpoint.seams.model import Model, ModelProvider
 from runpoint.seams.policy import CheckpointPolicy, CheckpointPolicyFactory
+from runpoint.seams.retention import Removed
 from runpoint.seams.runqueue import RunQueue, RunQueueFactory
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage, StorageFactory
@@ -106,6 +107,9 @@ class RunHooks:
 
     def runpoint_run_recovered(self, *, run: Run) -> None:
         self._notify("runpoint_run_recovered", run=run)
+
+    def runpoint_retention_swept(self, *, removed: Removed, timing: Timing) -> None:
+        self._notify("runpoint_retention_swept", removed=removed, timing=timing)
 
     def _notify(self, hook: str, **arguments: object) -> None:
         # in pluggy's order: the last registered first

@@ -31,6 +31,7 @@ from runpoint.core.types import (
     SessionCapture,
     SessionCheckpoint,
 )
+from runpoint.seams.retention import RetentionStore
 
 
 class RunStore(Protocol):
@@ -281,6 +282,7 @@ class Storage(
     LeaseStore,
     IdempotencyKeyStore,
     SecretStore,
+    RetentionStore,
     Protocol,
 ):
     """A storage backend: every role, opened once before use and closed after."""

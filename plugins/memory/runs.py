@@ -6,11 +6,19 @@ from collections.abc import Collection, Mapping, Sequence
 
 import msgspec
 
+from runpoint.core.errors import NotFound
 from runpoint.core.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
 from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
 
 
 class MemoryRuns(Tables):
+    def _refuse_removed_sources(self, runs: Sequence[Run]) -> None:
+        """NotFound if a fork's source in its session was removed since it was read."""
+        sources = {r.forked_from_run_id for r in runs if r.forked_from_session_id is None}
+        gone = sources - {None, *self._runs, *(r.run_id for r in runs)}
+        if gone:
+            raise NotFound(f"run {', '.join(sorted(map(str, gone)))} not found")
+
     async def create_runs(
         self,
         runs: Sequence[Run],
@@ -23,6 +31,7 @@ class MemoryRuns(Tables):
                 if session := self._sessions.get(session_id):
                     self._refuse_locked(session)
             self._refuse_taken_runs(runs)
+            self._refuse_removed_sources(runs)
             self._insert_runs(runs, incoming)
 
     async def start_in_session(
@@ -33,6 +42,7 @@ class MemoryRuns(Tables):
                 self._refuse_locked(session)
             self._refuse_in_flight(run.session_id)
             self._refuse_taken_runs([run])
+            self._refuse_removed_sources([run])
             live = self._live_runs(run.session_id)
             run = msgspec.structs.replace(run, previous_run_id=live[-1].run_id if live else None)
             self._insert_runs([run], {run.run_id: incoming})

@@ -18,10 +18,11 @@ from runpoint.core.types import (
     SessionCheckpoint,
     SessionCheckpointStatus,
 )
-from runpoint.plugins.memory.tables import SessionCheckpointRow, Tables, copy
+from runpoint.plugins.memory.retention import MemoryRetention
+from runpoint.plugins.memory.tables import SessionCheckpointRow, copy
 
 
-class MemorySessions(Tables):
+class MemorySessions(MemoryRetention):
     async def create_sessions(
         self,
         sessions: Sequence[Session],
@@ -61,31 +62,14 @@ class MemorySessions(Tables):
         if not doomed <= self._sessions.keys():
             return False
         for session_id in doomed:
-            forks = [
-                s.session_id
-                for s in self._sessions.values()
-                if s.forked_from_session_id == session_id and s.session_id not in doomed
-            ]
-            if forks:
-                # their runs read this session's messages (copy-on-write)
-                raise Conflict(
-                    f"session {session_id} has forks that share its history: "
-                    f"{', '.join(forks)}; delete them first"
-                )
             self._refuse_in_flight(session_id)
-        for session_id in doomed:
-            for run_id in self._session_runs.pop(session_id):
-                del self._runs[run_id]
-                self._messages.pop(run_id, None)
-                self._checkpoints.pop(run_id, None)
-                self._events.pop(run_id, None)
-            del self._sessions[session_id]
-        self._tool_calls = {k: v for k, v in self._tool_calls.items() if k[0] in self._runs}
-        self._session_checkpoints = {
-            i: row
-            for i, row in self._session_checkpoints.items()
-            if row.checkpoint.session_id not in doomed
+        # forks elsewhere keep what they read of these runs (copy-on-write)
+        run_ids = {i for s in doomed for i in self._session_runs[s]}
+        captured = {
+            i for i, row in self._session_checkpoints.items() if row.checkpoint.session_id in doomed
         }
+        self._erase(run_ids | captured, run_ids)
+        self._delete_sessions(doomed)
         return True
 
     async def lock_session(
@@ -175,4 +159,5 @@ class MemorySessions(Tables):
         return [(row.seq, copy(row.checkpoint)) for row in itertools.islice(rows, limit)]
 
     async def delete_session_checkpoint(self, checkpoint_id: str) -> None:
-        self._session_checkpoints.pop(checkpoint_id, None)
+        if checkpoint_id in self._session_checkpoints:
+            self._erase({checkpoint_id}, set())

@@ -64,6 +64,7 @@ class Tables:
         self.url = url
         self._sessions: dict[str, Session] = {}
         self._runs: dict[str, Run] = {}
+        self._run_seqs: dict[str, int] = {}  # insertion order, across the store
         # a session's run ids in the order they were inserted (its newest run is last)
         self._session_runs: dict[str, list[str]] = {}
         # a run's own messages and checkpoints, by index
@@ -91,6 +92,7 @@ class Tables:
         `save` writes a boundary (which bumps the caller's `Run` too)."""
         for run in runs:
             self._runs[run.run_id] = copy(run)
+            self._run_seqs[run.run_id] = next(self._seq)
             self._session_runs.setdefault(run.session_id, []).append(run.run_id)
         for run in runs:
             if messages := incoming.get(run.run_id):

@@ -11,9 +11,11 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from runpoint.core.types import Message, Run, Session
+from runpoint.core import transcript
+from runpoint.core.types import Message, Run, Segment, Session
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.run_rows import run_row
+from runpoint.plugins.sql.schema import NO_END
 
 
 class Births(NamedTuple):
@@ -22,6 +24,7 @@ class Births(NamedTuple):
     sessions: list[dict[str, Any]]
     runs: list[dict[str, Any]]
     messages: list[dict[str, Any]]
+    reads: list[dict[str, Any]]
 
     def written(self, runs: Sequence[Run]) -> None:
         """Once the rows are written: each run's revision as its row has it."""
@@ -56,7 +59,7 @@ def births(
             row["revision"] += 1
         born_runs.append(row)
     session_rows = [session_row(s, cursors[s.session_id]) for s in sessions]
-    return Births(session_rows, born_runs, born_messages)
+    return Births(session_rows, born_runs, born_messages, read_rows(runs))
 
 
 def session_row(session: Session, event_seq: int) -> dict[str, Any]:
@@ -72,3 +75,23 @@ def session_row(session: Session, event_seq: int) -> dict[str, Any]:
         "event_seq": event_seq,
         "data": document(stored),
     }
+
+
+def read_rows(runs: Sequence[Run]) -> list[dict[str, Any]]:
+    """The `run_reads` rows of new runs: the segments of other runs' rows they read."""
+    return reads_of([(run.run_id, transcript.inherited(run)) for run in runs])
+
+
+def reads_of(readers: Sequence[tuple[str, Sequence[Segment]]]) -> list[dict[str, Any]]:
+    """`run_reads` rows: each reader's segments (a reader reads each at most once)."""
+    rows = {
+        (s.run_id, reader, s.start): {
+            "source_run_id": s.run_id,
+            "reader": reader,
+            "lo": s.start,
+            "hi": NO_END if s.end is None else s.end,
+        }
+        for reader, segments in readers
+        for s in segments
+    }
+    return list(rows.values())

@@ -19,10 +19,9 @@ from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import compiled
-from runpoint.plugins.sql.schema import messages, runs, sessions
+from runpoint.plugins.sql.schema import NO_END, messages, run_reads, runs, sessions
 
-# an open segment's end, and a page token's largest value: the largest INTEGER both store
-NO_END = 2**31 - 1
+__all__ = ["NO_END", "Database", "Save"]
 
 
 class Save(NamedTuple):
@@ -52,6 +51,11 @@ class Database(abc.ABC):
 
     async def close(self) -> None:
         await self.engine.dispose()
+
+    async def reclaim(self, pages: int) -> int:
+        """Return free space to the file system, `pages` at most: the bytes returned
+        (none here: PostgreSQL's autovacuum makes freed space reusable)."""
+        return 0
 
     async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
         """The rows of one read (`params`: values of its bind parameters), each a sequence
@@ -84,7 +88,7 @@ class Database(abc.ABC):
 
     async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
         """Insert new sessions, their runs and the runs' input (see births.py)."""
-        for table, rows in zip((sessions, runs, messages), births, strict=True):
+        for table, rows in zip((sessions, runs, messages, run_reads), births, strict=True):
             if rows:
                 await conn.execute(insert(table), rows)
 

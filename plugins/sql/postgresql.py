@@ -35,6 +35,7 @@ from runpoint.plugins.sql.readers import Readers
 from runpoint.plugins.sql.schema import (
     PARTIAL_INDEXES,
     messages,
+    run_reads,
     runs,
     sessions,
 )
@@ -146,7 +147,7 @@ class PostgreSQL(Database):
 
     async def _insert_births(self, conn: AsyncConnection, group: Sequence[Births]) -> list[None]:
         """Births of the same columns in the statement of their rows together."""
-        together = Births([], [], [])
+        together = Births([], [], [], [])
         for births in group:
             for rows, more in zip(together, births, strict=True):
                 rows += more
@@ -216,7 +217,7 @@ class PostgreSQL(Database):
 
 
 # the tables a birth writes, in the order of `Births`
-_BORN = (sessions, runs, messages)
+_BORN = (sessions, runs, messages, run_reads)
 # the columns a birth writes in each: those its rows give (none: no rows for the table)
 _Shape = tuple[tuple[str, ...], ...]
 

@@ -30,6 +30,8 @@ from runpoint.core.tenancy import DEFAULT_TEAM
 from runpoint.core.types import RunStatus
 
 metadata = MetaData()
+# an open segment's end, and a page token's largest value: the largest INTEGER both store
+NO_END = 2**31 - 1
 
 # the condition a run in flight meets, as the status index has it: a query finds the index
 # by repeating it (literals: a bound parameter would not prove a row is in the index)
@@ -148,6 +150,20 @@ checkpoints = Table(
     Column("message_index", Integer, primary_key=True, autoincrement=False),
     Column("data", LargeBinary, nullable=False),
     Column("event_seq", BigInteger),  # its boundary's place in the session's event log
+)
+
+# Lineage: the rows a reader reads that are stored under another run's id (copy-on-write,
+# see `Segment`): a fork's inherited segments, and every segment a READY session
+# checkpoint's capture reads (reader: the checkpoint's id). A source's messages in [lo, hi)
+# and checkpoints in (lo, hi] outlive it while a reader reads them (migration 0015).
+run_reads = Table(
+    "run_reads",
+    metadata,
+    Column("source_run_id", String(64), primary_key=True),
+    Column("reader", String(64), primary_key=True),
+    Column("lo", Integer, primary_key=True, autoincrement=False),
+    Column("hi", Integer, nullable=False),
+    Index("ix_run_reads_reader", "reader"),
 )
 
 # Random secrets of the database (e.g. the key of the cursors the HTTP adapter hands out).

@@ -5,10 +5,13 @@ from __future__ import annotations
 import msgspec
 from sqlalchemy import bindparam, delete, insert, select, update
 
+from runpoint.core import transcript
 from runpoint.core.types import SessionCapture, SessionCheckpoint, SessionCheckpointStatus
+from runpoint.plugins.sql.births import reads_of
 from runpoint.plugins.sql.database import NO_END, Database
 from runpoint.plugins.sql.documents import document
-from runpoint.plugins.sql.schema import session_checkpoints
+from runpoint.plugins.sql.erase import erase
+from runpoint.plugins.sql.schema import run_reads, session_checkpoints
 
 _decode_checkpoint = msgspec.json.Decoder(SessionCheckpoint).decode
 _decode_capture = msgspec.json.Decoder(SessionCapture).decode
@@ -55,6 +58,10 @@ class SqlSessionCheckpoints:
                     capture=capture,
                 )
             )
+            if capture is not None:  # what it captured is read while it stands
+                segments = transcript.captured(_decode_capture(capture).runs)
+                if reads := reads_of([(checkpoint.checkpoint_id, segments)]):
+                    await conn.execute(insert(run_reads), reads)
             return True
 
     async def get_session_checkpoint(self, checkpoint_id: str) -> SessionCheckpoint | None:
@@ -76,3 +83,4 @@ class SqlSessionCheckpoints:
     async def delete_session_checkpoint(self, checkpoint_id: str) -> None:
         async with self.db.write() as conn:
             await conn.execute(delete(session_checkpoints).where(_c.checkpoint_id == checkpoint_id))
+            await erase(conn, [checkpoint_id], [])

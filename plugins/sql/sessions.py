@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import bindparam, delete, false, insert, select, update
+from sqlalchemy import bindparam, false, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -15,10 +15,10 @@ from runpoint.core.types import KeyAnswer, Message, Rollback, Run, Session
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
+from runpoint.plugins.sql.erase import captures, delete_sessions, erase
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
-from runpoint.plugins.sql.run_rows import run_row
-from runpoint.plugins.sql.schema import checkpoints, messages, run_events, session_checkpoints
+from runpoint.plugins.sql.runs import insert_runs
 
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
 from runpoint.plugins.sql.schema import runs as runs_table
@@ -83,33 +83,15 @@ class SqlSessions:
     async def delete_sessions(self, session_ids: Sequence[str]) -> bool:
         doomed = sorted(set(session_ids))  # one order for every writer: no deadlock
         async with self.db.write() as conn:
-            forks = await conn.execute(
-                select(sessions_table.c.forked_from_session_id, sessions_table.c.session_id).where(
-                    sessions_table.c.forked_from_session_id.in_(doomed),
-                    sessions_table.c.session_id.not_in(doomed),
-                )
-            )
-            if fork := forks.first():
-                # their runs read this session's messages (copy-on-write)
-                raise Conflict(
-                    f"session {fork.forked_from_session_id} has forks that share its "
-                    f"history: {fork.session_id}; delete them first"
-                )
             for session_id in doomed:
                 if not await lock_session(self.db, conn, session_id):
                     return False
                 await refuse_in_flight(conn, session_id)
-            run_ids = select(runs_table.c.run_id).where(runs_table.c.session_id.in_(doomed))
-            await conn.execute(delete(messages).where(messages.c.run_id.in_(run_ids)))
-            await conn.execute(delete(checkpoints).where(checkpoints.c.run_id.in_(run_ids)))
-            await conn.execute(delete(run_events).where(run_events.c.run_id.in_(run_ids)))
-            await conn.execute(
-                delete(session_checkpoints).where(session_checkpoints.c.session_id.in_(doomed))
-            )
-            await conn.execute(delete(runs_table).where(runs_table.c.session_id.in_(doomed)))
-            await conn.execute(
-                delete(sessions_table).where(sessions_table.c.session_id.in_(doomed))
-            )
+            of_them = select(runs_table.c.run_id).where(runs_table.c.session_id.in_(doomed))
+            run_ids = list((await conn.scalars(of_them)).all())
+            # forks elsewhere keep what they read of these runs (copy-on-write)
+            await erase(conn, [*run_ids, *await captures(conn, doomed)], run_ids)
+            await delete_sessions(conn, doomed)
             return True
 
     async def lock_session(
@@ -151,7 +133,7 @@ class SqlSessions:
                 .values(hidden=True)
             )
             if runs:
-                await conn.execute(insert(runs_table), [run_row(r) for r in runs])
+                await insert_runs(self.db, conn, runs, {})
             # the rollback is an event of the session too
             next_event = sessions_table.c.event_seq + 1
             await _set_lock(conn, session_id, None, None, event_seq=next_event)

@@ -25,6 +25,7 @@ from runpoint.plugins.sql.schema import (
     tool_calls,
 )
 
+_INCREMENTAL = 2  # PRAGMA auto_vacuum's INCREMENTAL
 _PRAGMAS = (
     "PRAGMA journal_mode=WAL",
     # A commit is in the WAL file when it returns, so a process that dies loses nothing;
@@ -57,6 +58,7 @@ class Sqlite(Database):
     async def open(self) -> None:
         await super().open()
         if self.url.database not in (None, "", ":memory:"):
+            await asyncio.to_thread(_incremental, self.url.database)
             self._reader = sqlite3.connect(
                 self.url.database, check_same_thread=False, isolation_level=None
             )
@@ -68,6 +70,19 @@ class Sqlite(Database):
             self._reader.close()
             self._reader = None
         await super().close()
+
+    async def reclaim(self, pages: int) -> int:
+        """Return up to `pages` free pages to the file system (this process's writers
+        wait meanwhile, as for any write), then checkpoint the WAL into the file: the
+        bytes of the pages returned."""
+        if self.url.database in (None, "", ":memory:"):
+            return 0
+        async with self._write_lock:
+            freed = await asyncio.to_thread(_reclaim, self.url.database, pages)
+        # the file shrinks once the WAL is copied back into it: a checkpoint that lets
+        # writers go on meanwhile (the WAL file is then reused from its start)
+        await asyncio.to_thread(_checkpoint, self.url.database)
+        return freed
 
     async def fetch(self, sql: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:
         """Reads run inline: an indexed read takes microseconds, far less than handing it
@@ -280,6 +295,33 @@ async def _insert_events(
     if events:
         rows = [(run_id, seq, data) for seq, data in events]
         await conn.exec_driver_sql(_INSERT_EVENTS, rows)
+
+
+def _incremental(path: str) -> None:
+    """Make a database made before migration 0015 return free pages to the file system:
+    a one-off VACUUM (which copies it whole) with auto_vacuum INCREMENTAL."""
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != _INCREMENTAL:
+            conn.execute("PRAGMA busy_timeout=10000")
+            conn.execute(f"PRAGMA auto_vacuum={_INCREMENTAL}")
+            conn.execute("VACUUM")
+
+
+def _reclaim(path: str, pages: int) -> int:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA busy_timeout=10000")
+        size, free = (
+            conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_size", "freelist_count")
+        )
+        # a script: the pragma runs to its end (a statement would free one page a step)
+        conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
+        left = conn.execute("PRAGMA freelist_count").fetchone()[0]
+    return int((free - left) * size)
+
+
+def _checkpoint(path: str) -> None:
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
 
 def _configure(dbapi_connection: Any, _record: Any) -> None:

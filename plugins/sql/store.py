@@ -17,6 +17,7 @@ from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
+from runpoint.plugins.sql.retention import SqlRetention
 from runpoint.plugins.sql.runs import SqlRuns
 from runpoint.plugins.sql.schema import secrets
 from runpoint.plugins.sql.secrets import SqlSecrets
@@ -36,6 +37,7 @@ class SqlStorage(
     SqlLeases,
     SqlIdempotencyKeys,
     SqlSecrets,
+    SqlRetention,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)

@@ -41,6 +41,11 @@ def test_every_serve_option_has_help_and_a_variable() -> None:
         ("--log-level", "RUNPOINT_LOG_LEVEL"),
         ("--lease-seconds", "RUNPOINT_LEASE_SECONDS"),
         ("--rate-limit", "RUNPOINT_RATE_LIMIT"),
+        ("--retain-runs", "RUNPOINT_RETAIN_RUNS"),
+        ("--retain-checkpoints", "RUNPOINT_RETAIN_CHECKPOINTS"),
+        ("--retain-events", "RUNPOINT_RETAIN_EVENTS"),
+        ("--sweep-seconds", "RUNPOINT_SWEEP_SECONDS"),
+        ("--sweep-batch", "RUNPOINT_SWEEP_BATCH"),
     ]:
         assert flag in help_ and f"${variable}" in help_, flag
 
@@ -63,6 +68,10 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
         (["--db", "/nonexistent/directory/runpoint.db"], "no directory /nonexistent/directory"),
         (["--db", "postgresql://user:hunter2@127.0.0.1:1/runpoint"], "cannot open the database"),
         (["--rate-limit", "lots"], "a rate limit is COUNT/UNIT"),
+        (["--retain-runs", "soon"], "--retain-runs: 'soon' is not a duration"),
+        (["--retain-events=-3d"], "--retain-events: '-3d' is not a duration"),
+        (["--retain-checkpoints", "some"], "--retain-checkpoints: 'some' is not a count"),
+        (["--sweep-batch", "0"], "a sweep reads 1 run or more"),
     ],
 )
 def test_a_bad_start_up_input_is_one_line_and_status_2(options: list[str], says: str) -> None:
@@ -73,7 +82,8 @@ def test_a_bad_start_up_input_is_one_line_and_status_2(options: list[str], says:
 
 
 @pytest.mark.parametrize(
-    "command", [["db", "upgrade"], ["session", "lock", "s1"], ["session", "unlock", "s1"]]
+    "command",
+    [["db", "upgrade"], ["db", "prune"], ["session", "lock", "s1"], ["session", "unlock", "s1"]],
 )
 @pytest.mark.parametrize(
     ("db", "says"),
@@ -90,6 +100,13 @@ def test_a_database_command_given_a_bad_database_is_one_line_and_status_2(
     assert line.startswith(f"runpoint {' '.join(command[:2])}: ")
     assert says in line
     assert "hunter2" not in line
+
+
+def test_a_bad_retention_variable_is_one_line_and_status_2() -> None:
+    line = one_line_error(runpoint("db", "prune", "--db", "memory:", RUNPOINT_RETAIN_RUNS="1y"))
+    assert line == (
+        "runpoint db prune: --retain-runs: '1y' is not a duration (30d, 12h, 90m, 45s or never)"
+    )
 
 
 def test_two_plugins_registering_one_name_is_one_line_and_status_2(tmp_path: Path) -> None:

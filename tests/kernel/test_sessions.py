@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from sqlalchemy import text
 
-from runpoint.core.errors import Conflict, NotFound
+from runpoint.core.errors import NotFound
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
 from tests.conftest import OpenRunpoint
@@ -72,10 +73,17 @@ async def test_sessions_are_listed_newest_first(rp: Runpoint) -> None:
 async def test_delete_session_removes_everything_it_owns(rp: Runpoint) -> None:
     run = await (await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))).result()
     fork = await rp.fork_session(ForkSession(session_id=run.session_id))
-    with pytest.raises(Conflict, match="forks that share its history"):
-        await rp.delete_session(run.session_id)
-    await rp.delete_session(fork.session_id)
+    [copied] = await rp.list_runs(fork.session_id)
+    before = msgspec.json.encode(
+        [await rp.get_run(copied.run_id), (await rp.timeline(copied.run_id))[1]]
+    )
+    # the fork keeps what it reads of its source, which goes with it
     await rp.delete_session(run.session_id)
+    after = msgspec.json.encode(
+        [await rp.get_run(copied.run_id), (await rp.timeline(copied.run_id))[1]]
+    )
+    assert after == before
+    await rp.delete_session(fork.session_id)
     assert [await rows(rp, t) for t in ("sessions", "runs", "messages", "checkpoints")] == [0] * 4
     with pytest.raises(NotFound):
         await rp.get_session(run.session_id)
