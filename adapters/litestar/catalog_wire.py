@@ -12,6 +12,10 @@ from runpoint.seams.agent import Agent
 
 from .wire import provider
 
+# AgentOS's id of the database holding an agent's sessions: every agent's is the one
+# database runpoint serves from
+DB_ID = "runpoint"
+
 
 class SessionOut(msgspec.Struct):
     session_id: str
@@ -74,6 +78,7 @@ class ToolsOut(msgspec.Struct):
 class AgentOut(msgspec.Struct):
     id: str
     name: str | None
+    db_id: str
     model: ModelOut
     instructions: str | None
     checkpoint: str
@@ -86,7 +91,7 @@ class ConfigOut(msgspec.Struct):
     os_id: str
     name: str
     agents: list[AgentOut]
-    databases: list[str] = msgspec.field(default_factory=list)
+    databases: list[str] = msgspec.field(default_factory=lambda: [DB_ID])
     teams: list[Any] = msgspec.field(default_factory=list)
     workflows: list[Any] = msgspec.field(default_factory=list)
     interfaces: list[Any] = msgspec.field(default_factory=list)
@@ -125,6 +130,7 @@ def agent(a: Agent) -> AgentOut:
     return AgentOut(
         id=a.id,
         name=a.name,
+        db_id=DB_ID,
         model=ModelOut(a.model_name, a.model_name, a.model_name, provider(a.model_name) or ""),
         instructions=a.instructions,
         checkpoint=a.checkpoint,

@@ -65,6 +65,9 @@ async def test_config_and_agents(client: AgentOSClient) -> None:
     assert client.get_config().os_id == config.os_id
     summaries = await client.list_agents()
     assert summaries[0].model is not None and summaries[0].model.id == "scripted:demo"
+    # the storage each agent's sessions are in, as agent-ui reads it to list them
+    assert {s.db_id for s in summaries} == set(config.databases) == {"runpoint"}
+    assert await client.list_teams() == []  # no teams, as AgentOS answers (not a 404)
     agent = await client.aget_agent("booking-agent")
     assert agent.name == "Booking Agent"
     assert agent.model is not None and agent.model.provider == "scripted"
