@@ -20,7 +20,7 @@ DB_ID = "runpoint"
 class SessionOut(msgspec.Struct):
     session_id: str
     agent_session_id: str
-    session_name: str | None
+    session_name: str
     agent_id: str
     user_id: str | None
     forked_from_session_id: str | None
@@ -97,12 +97,12 @@ class ConfigOut(msgspec.Struct):
     interfaces: list[Any] = msgspec.field(default_factory=list)
 
 
-def session(s: Session, default_name: str | None = None) -> SessionOut:
-    """The session, named by its own name, else `default_name`."""
+def session(s: Session, name: str) -> SessionOut:
+    """The session, named `name` (`Runpoint.session_names` says it)."""
     return SessionOut(
         session_id=s.session_id,
         agent_session_id=s.session_id,
-        session_name=s.session_name if s.session_name is not None else default_name,
+        session_name=name,
         agent_id=s.agent_id,
         user_id=s.user_id,
         forked_from_session_id=s.forked_from_session_id,

@@ -149,7 +149,7 @@ async def test_sessions(client: AgentOSClient) -> None:
     assert run.run_id is not None
 
     page = await client.get_sessions()
-    assert "agno-client" in [s.session_id for s in page.data]
+    assert {s.session_id: s.session_name for s in page.data}["agno-client"] == PROMPT
     session = await client.get_session("agno-client")
     assert isinstance(session, AgentSessionDetailSchema)
     assert session.agent_session_id == "agno-client" and session.session_name == PROMPT
