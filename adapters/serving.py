@@ -124,6 +124,7 @@ def app_for(rp: Runpoint, settings: Settings) -> Litestar:
         rate_limit=rate_limit(settings.rate_limit) if settings.rate_limit else None,
         max_body_bytes=settings.max_body_bytes,
         keepalive_seconds=settings.keepalive_seconds,
+        cors_origins=settings.cors_origins,
     )
 
 

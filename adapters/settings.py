@@ -81,6 +81,9 @@ class Settings:
         access=True,
     )
     max_body_bytes: int = setting(10**7, "largest request body, bytes", access=True)
+    cors_origins: str | None = setting(
+        None, "origins browsers may call from, comma-separated, or * for any", access=True
+    )
     allow_unauthenticated: bool = setting(
         False, "serve an address other than loopback with no authentication", access=True
     )

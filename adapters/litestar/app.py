@@ -35,7 +35,7 @@ from . import branches, inputs, reference, runs, session_checkpoints, sessions, 
 from .documents import Documents
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS
-from .security import PUBLIC, Authenticate, FailureBudget
+from .security import PUBLIC, Authenticate, FailureBudget, cors
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
@@ -51,6 +51,7 @@ def create_app(
     rate_limit: RateLimitConfig | None = None,
     max_body_bytes: int = DEFAULTS.max_body_bytes,
     keepalive_seconds: float = DEFAULTS.keepalive_seconds,
+    cors_origins: str | None = DEFAULTS.cors_origins,
     **options: Any,
 ) -> Litestar:
     """The app serving `agents` from `database` (a URL: the CLI gives its default);
@@ -64,6 +65,7 @@ def create_app(
         rate_limit=rate_limit,
         max_body_bytes=max_body_bytes,
         keepalive_seconds=keepalive_seconds,
+        cors_origins=cors_origins,
     )
 
 
@@ -75,12 +77,14 @@ def build(
     rate_limit: RateLimitConfig | None = None,
     max_body_bytes: int = DEFAULTS.max_body_bytes,
     keepalive_seconds: float = DEFAULTS.keepalive_seconds,
+    cors_origins: str | None = DEFAULTS.cors_origins,
 ) -> Litestar:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
     (as often as they like without it; it budgets each address's failed authentications
     alike), with bodies of at most `max_body_bytes`; an event stream quiet for
-    `keepalive_seconds` sends a comment. If `rp` traces (its host has a `Tracing`), each
+    `keepalive_seconds` sends a comment; browsers at `cors_origins` (a comma-separated
+    list, or "*") may call it. If `rp` traces (its host has a `Tracing`), each
     request is a span, the parent of the runs it starts."""
     doc = doc or document()
     auth = auth or Auth()
@@ -124,6 +128,7 @@ def build(
             Authenticate(auth, FailureBudget.of(rate_limit) if rate_limit else None),
             *([rate_limit.middleware] if rate_limit else []),
         ],
+        cors_config=cors(cors_origins) if cors_origins else None,
         request_max_body_size=max_body_bytes,
         exception_handlers=EXCEPTION_HANDLERS,
         before_send=[add_request_id],

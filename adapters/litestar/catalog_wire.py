@@ -12,11 +12,15 @@ from runpoint.seams.agent import Agent
 
 from .wire import provider
 
+# AgentOS's id of the database holding an agent's sessions: every agent's is the one
+# database runpoint serves from
+DB_ID = "runpoint"
+
 
 class SessionOut(msgspec.Struct):
     session_id: str
     agent_session_id: str
-    session_name: str | None
+    session_name: str
     agent_id: str
     user_id: str | None
     forked_from_session_id: str | None
@@ -74,6 +78,7 @@ class ToolsOut(msgspec.Struct):
 class AgentOut(msgspec.Struct):
     id: str
     name: str | None
+    db_id: str
     model: ModelOut
     instructions: str | None
     checkpoint: str
@@ -86,18 +91,18 @@ class ConfigOut(msgspec.Struct):
     os_id: str
     name: str
     agents: list[AgentOut]
-    databases: list[str] = msgspec.field(default_factory=list)
+    databases: list[str] = msgspec.field(default_factory=lambda: [DB_ID])
     teams: list[Any] = msgspec.field(default_factory=list)
     workflows: list[Any] = msgspec.field(default_factory=list)
     interfaces: list[Any] = msgspec.field(default_factory=list)
 
 
-def session(s: Session, default_name: str | None = None) -> SessionOut:
-    """The session, named by its own name, else `default_name`."""
+def session(s: Session, name: str) -> SessionOut:
+    """The session, named `name` (`Runpoint.session_names` says it)."""
     return SessionOut(
         session_id=s.session_id,
         agent_session_id=s.session_id,
-        session_name=s.session_name if s.session_name is not None else default_name,
+        session_name=name,
         agent_id=s.agent_id,
         user_id=s.user_id,
         forked_from_session_id=s.forked_from_session_id,
@@ -125,6 +130,7 @@ def agent(a: Agent) -> AgentOut:
     return AgentOut(
         id=a.id,
         name=a.name,
+        db_id=DB_ID,
         model=ModelOut(a.model_name, a.model_name, a.model_name, provider(a.model_name) or ""),
         instructions=a.instructions,
         checkpoint=a.checkpoint,

@@ -89,5 +89,10 @@ async def list_agents(rp: Runpoint) -> Reply:
 
 
 @operation
+async def list_teams(rp: Runpoint) -> Reply:
+    return []  # runpoint serves agents, no teams: AgentOS's answer then
+
+
+@operation
 async def get_agent(rp: Runpoint, *, agent_id: str) -> Reply:
     return catalog_wire.agent(rp.agent(agent_id))

@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any, get_args
 
 from litestar import Request
+from litestar.config.cors import CORSConfig
 from litestar.datastructures import Headers
 from litestar.enums import ScopeType
 from litestar.exceptions import (
@@ -28,6 +29,7 @@ from runpoint.core import tenancy
 # a route's opt key: anyone may call it (the document's `security: []`, and the console)
 PUBLIC = "public"
 _READING = frozenset({"GET", "HEAD"})
+_ORIGIN = re.compile(r"[a-z][a-z0-9+.-]*://[^/\s]+", re.IGNORECASE)
 _RATE = re.compile(r"(\d+)/(" + "|".join(get_args(DurationUnit)) + ")")
 
 
@@ -138,3 +140,23 @@ def _acts_as_principal(request: Request[Any, Any, Any]) -> bool:
 def _principal_key(request: Request[Any, Any, Any]) -> str:
     principal: tenancy.Principal = request.scope["user"]
     return f"{principal.team}\n{principal.user or ''}"
+
+
+def cors(origins: str) -> CORSConfig | None:
+    """Litestar's CORS for `origins` ("https://ui.example,http://localhost:3000", or "*"):
+    browsers there may send the headers runpoint reads and read the ones it sets; with
+    credentials only for origins named (a browser refuses them with "*"). Litestar answers
+    every preflight itself, before authentication, and one from another origin with a 400
+    without CORS headers."""
+    named = [origin.strip() for origin in origins.split(",") if origin.strip()]
+    if not named:
+        return None
+    if bad := [o for o in named if o != "*" and not _ORIGIN.fullmatch(o)]:
+        raise ValueError(f"a CORS origin is SCHEME://HOST[:PORT] (no path) or *, not {bad[0]!r}")
+    any_origin = "*" in named
+    return CORSConfig(
+        allow_origins=["*"] if any_origin else named,
+        allow_headers=["Authorization", "Idempotency-Key", "Last-Event-ID", "Content-Type"],
+        expose_headers=["X-Request-ID", "Retry-After", "Location"],
+        allow_credentials=not any_origin,
+    )

@@ -16,8 +16,10 @@ from .handlers import Reply, agent_name, operation
 @operation
 async def list_sessions(rp: Runpoint, *, limit: int, page: int) -> Reply:
     sessions = await rp.list_sessions(limit=limit, offset=(page - 1) * limit)
+    names = await rp.session_names(sessions)
     return catalog_wire.SessionPage(
-        [catalog_wire.session(s) for s in sessions], catalog_wire.PageMeta(page, limit)
+        [catalog_wire.session(s, names[s.session_id]) for s in sessions],
+        catalog_wire.PageMeta(page, limit),
     )
 
 
@@ -71,10 +73,8 @@ async def update_session(
 async def _named(rp: Runpoint, session: Session) -> catalog_wire.SessionOut:
     """The session as one is answered on its own: named, if it has no name, by its first
     input, as AgentOS names it ("" before any run)."""
-    if session.session_name is not None:
-        return catalog_wire.session(session)
-    runs = await rp.list_runs(session.session_id)
-    return catalog_wire.session(session, (runs[0].input or "") if runs else "")
+    names = await rp.session_names([session])
+    return catalog_wire.session(session, names[session.session_id])
 
 
 @operation

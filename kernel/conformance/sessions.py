@@ -85,6 +85,19 @@ async def list_sessions_lists_a_teams_sessions_newest_first(store: Storage) -> N
 
 
 @check(SESSIONS)
+async def first_inputs_are_those_of_each_sessions_first_run(store: Storage) -> None:
+    talked, silent, empty = build.session(), build.session(), build.session()
+    await store.create_sessions([talked, silent, empty])
+    await store.start_in_session(build.run(talked, input="first"))
+    await store.start_in_session(build.run(talked, input="second"))
+    await store.start_in_session(build.run(silent))
+    ids = [talked.session_id, silent.session_id, empty.session_id, build.fresh("none")]
+    firsts = await store.first_inputs(ids)
+    assert firsts == {talked.session_id: "first", silent.session_id: None}
+    assert await store.first_inputs([]) == {}
+
+
+@check(SESSIONS)
 async def a_new_run_follows_the_sessions_newest_live_run(store: Storage) -> None:
     session = build.session()
     await store.create_sessions([session])

@@ -168,6 +168,9 @@ class SessionStore(Protocol):
     async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
         """A team's sessions, newest (`created_at`) first, ties by session_id."""
 
+    async def first_inputs(self, session_ids: Sequence[str]) -> dict[str, str | None]:
+        """The input of each session's first live run, by session id (none: no run)."""
+
     async def rename_session(self, session_id: str, name: str | None) -> bool:
         """Set the session's `session_name` (None: no name); False if unknown."""
 

@@ -50,6 +50,10 @@ class MemorySessions(MemoryRetention):
         team.sort(key=lambda s: (-s.created_at, s.session_id))
         return [copy(s) for s in team[offset : offset + limit]]
 
+    async def first_inputs(self, session_ids: Sequence[str]) -> dict[str, str | None]:
+        firsts = {sid: self._live_runs(sid)[:1] for sid in session_ids}
+        return {sid: runs[0].input for sid, runs in firsts.items() if runs}
+
     async def rename_session(self, session_id: str, name: str | None) -> bool:
         session = self._sessions.get(session_id)
         if session is None:

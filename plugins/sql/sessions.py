@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
-from sqlalchemy import bindparam, false, select, update
+from sqlalchemy import Select, bindparam, false, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -18,6 +19,7 @@ from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.erase import captures, delete_sessions, erase
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
+from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs
 from runpoint.plugins.sql.runs import insert_runs
 
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
@@ -39,6 +41,20 @@ _TEAM_SESSIONS = (
     .limit(bindparam("limit"))
     .offset(bindparam("offset"))
 )
+
+
+@functools.lru_cache(maxsize=16)
+def _first_runs(count: int) -> Select[tuple[object, ...]]:
+    """The first live run of each of `count` sessions (`id0`, `id1`, ...): its lowest seq."""
+    firsts = (
+        select(func.min(runs_table.c.seq))
+        .where(
+            runs_table.c.session_id.in_([bindparam(f"id{i}") for i in range(count)]),
+            runs_table.c.hidden == false(),
+        )
+        .group_by(runs_table.c.session_id)
+    )
+    return select(*COLUMNS).where(runs_table.c.seq.in_(firsts))
 
 
 class SqlSessions:
@@ -75,6 +91,11 @@ class SqlSessions:
     async def list_sessions(self, *, team_id: str, limit: int, offset: int) -> list[Session]:
         values = {"team": team_id, "limit": limit, "offset": offset}
         return _decode_sessions(await self.db.read(_TEAM_SESSIONS, values))
+
+    async def first_inputs(self, session_ids: Sequence[str]) -> dict[str, str | None]:
+        ids = {f"id{i}": session_id for i, session_id in enumerate(session_ids)}
+        found = decode_runs(await self.db.read(_first_runs(len(ids)), ids)) if ids else []
+        return {run.session_id: run.input for run in found}
 
     async def rename_session(self, session_id: str, name: str | None) -> bool:
         async with self.db.write() as conn:

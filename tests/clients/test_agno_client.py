@@ -65,6 +65,9 @@ async def test_config_and_agents(client: AgentOSClient) -> None:
     assert client.get_config().os_id == config.os_id
     summaries = await client.list_agents()
     assert summaries[0].model is not None and summaries[0].model.id == "scripted:demo"
+    # the storage each agent's sessions are in, as agent-ui reads it to list them
+    assert {s.db_id for s in summaries} == set(config.databases) == {"runpoint"}
+    assert await client.list_teams() == []  # no teams, as AgentOS answers (not a 404)
     agent = await client.aget_agent("booking-agent")
     assert agent.name == "Booking Agent"
     assert agent.model is not None and agent.model.provider == "scripted"
@@ -146,7 +149,7 @@ async def test_sessions(client: AgentOSClient) -> None:
     assert run.run_id is not None
 
     page = await client.get_sessions()
-    assert "agno-client" in [s.session_id for s in page.data]
+    assert {s.session_id: s.session_name for s in page.data}["agno-client"] == PROMPT
     session = await client.get_session("agno-client")
     assert isinstance(session, AgentSessionDetailSchema)
     assert session.agent_session_id == "agno-client" and session.session_name == PROMPT

@@ -247,3 +247,18 @@ async def test_each_app_keeps_its_own_documents(
             got = await reader.get(path, params={"session_id": session_id})
             assert got.json() == answer.json()
     assert counted.reads == 2  # once for each app
+
+
+async def test_a_listed_session_is_named_by_its_name_else_its_first_input(
+    rp: Runpoint, client: httpx.AsyncClient
+) -> None:
+    """As AgentOS names sessions, so that Agno's agent-ui titles them in its sidebar."""
+    source, fork = await forked(rp)  # two runs in one session: the first names it
+    await rp.create_session("travel-agent", session_id="named", session_name="Trip")
+    await rp.create_session("travel-agent", session_id="empty")
+    page = (await client.get("/sessions")).json()["data"]
+    names = {s["session_id"]: s["session_name"] for s in page}
+    assert names == {source.session_id: "Paris and Tokyo?", "named": "Trip", "empty": ""}
+    assert fork.session_id == source.session_id
+    alone = (await client.get(f"/sessions/{source.session_id}")).json()
+    assert alone["session_name"] == "Paris and Tokyo?"
