@@ -14,7 +14,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from runpoint.adapters.logs import FORMATS
-from runpoint.durable import LEASE_SECONDS
+from runpoint.durable import LEASE_SECONDS, SWEEP_BATCH, SWEEP_SECONDS
 
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
 ACCESS_HELP = """With no API keys and no JWT key the server is open: every request acts as one
@@ -100,8 +100,8 @@ class Settings:
     retain_events: str | None = setting(
         None, "drop the event log of a run this long after it finished (or never)"
     )
-    sweep_seconds: float = setting(60.0, "seconds between retention sweeps")
-    sweep_batch: int = setting(200, "finished runs a retention sweep reads at most")
+    sweep_seconds: float = setting(SWEEP_SECONDS, "seconds between retention sweeps")
+    sweep_batch: int = setting(SWEEP_BATCH, "finished runs a retention sweep reads at most")
     jwt_secret: str | None = setting(None, "accept HS256 JWTs signed with it", secret=True)
 
     @classmethod

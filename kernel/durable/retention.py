@@ -24,6 +24,7 @@ import math
 from collections.abc import Mapping
 
 from runpoint.core.types import KeyClaim, Run, new_id, now, stopwatch
+from runpoint.durable import SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Removed, Retention
 from runpoint.seams.storage import Storage
@@ -41,8 +42,8 @@ class Sweeper:
         server: Retention,
         agents: Mapping[str, Retention | None] = {},
         *,
-        batch: int = 200,
-        every: float = 60.0,
+        batch: int = SWEEP_BATCH,
+        every: float = SWEEP_SECONDS,
         reclaim_pages: int = 2000,
     ) -> None:
         if batch < 1 or not every > 0:

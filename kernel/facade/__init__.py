@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Literal
 
-from runpoint.durable import LEASE_SECONDS
+from runpoint.durable import LEASE_SECONDS, SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
 from runpoint.durable.retention import Sweeper
@@ -64,8 +64,8 @@ class Runpoint(RunsFacade, SessionsFacade):
         recover: bool = True,
         execute_queued: bool = True,
         retention: Retention | None = None,
-        sweep_seconds: float = 60.0,
-        sweep_batch: int = 200,
+        sweep_seconds: float = SWEEP_SECONDS,
+        sweep_batch: int = SWEEP_BATCH,
     ) -> None:
         """Serve `agents` from `database` (a URL; its plugin also gives the run queue, if
         it has one) or from `storage`.
