@@ -48,16 +48,7 @@ class SessionsFacade:
         return await self.sessions.list_sessions(limit=limit, offset=offset)
 
     async def session_names(self, sessions: Sequence[Session]) -> dict[str, str]:
-        """Each session's name as AgentOS gives it: its own, else its first input ("" before
-        any run), by session id; one read for them all."""
-        unnamed = [s.session_id for s in sessions if s.session_name is None]
-        firsts = await self.sessions.storage.first_inputs(unnamed) if unnamed else {}
-        return {
-            s.session_id: s.session_name
-            if s.session_name is not None
-            else firsts.get(s.session_id) or ""
-            for s in sessions
-        }
+        return await self.sessions.names(sessions)
 
     async def delete_session(self, session_id: str) -> None:
         await self.sessions.delete([session_id])

@@ -120,6 +120,18 @@ class Sessions:
             raise NotFound(f"session {session_id} not found")
         return await self.get(session_id)
 
+    async def names(self, sessions: Sequence[Session]) -> dict[str, str]:
+        """Each session's name as AgentOS gives it: its own, else its first input ("" before
+        any run), by session id; one read for them all."""
+        unnamed = [s.session_id for s in sessions if s.session_name is None]
+        firsts = await self.storage.first_inputs(unnamed) if unnamed else {}
+        return {
+            s.session_id: s.session_name
+            if s.session_name is not None
+            else firsts.get(s.session_id) or ""
+            for s in sessions
+        }
+
     async def delete(self, session_ids: Sequence[str]) -> None:
         """Delete these sessions (the team's) with their runs, all or none."""
         for session_id in session_ids:
