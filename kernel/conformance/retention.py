@@ -223,3 +223,53 @@ async def a_fork_of_a_source_removed_since_it_was_read_is_not_born(store: Storag
         assert await store.get_run(fork.run_id) is None
         return
     raise AssertionError("expected NotFound")
+
+
+def _session_fork(source_session: Session, source: Run) -> tuple[Session, Run]:
+    """A session fork of `source`'s session (its copy of `source`, reading its rows)."""
+    copy = build.session(forked_from_session_id=source_session.session_id)
+    fork = msgspec.structs.replace(
+        build.fork(source, source.message_count),
+        session_id=copy.session_id,
+        forked_from_session_id=source_session.session_id,
+    )
+    return copy, fork
+
+
+@check(RETENTION)
+async def a_session_fork_of_a_source_removed_since_it_was_read_is_not_born(
+    store: Storage,
+) -> None:
+    source_session, source = await _source(store, 4)
+    assert (await store.remove_runs([source.run_id])).sessions == 1
+    copy, fork = _session_fork(source_session, source)
+    try:
+        await store.create_sessions([copy], [fork])
+    except NotFound:
+        assert await store.get_session(copy.session_id) is None
+        assert await store.get_run(fork.run_id) is None
+        return
+    raise AssertionError("expected NotFound: the rows it would read went")
+
+
+@check(RETENTION)
+async def a_fork_of_a_removed_source_whose_rows_a_reader_holds_is_born_whole(
+    store: Storage,
+) -> None:
+    source_session, source = await _source(store)
+    held, holder = _session_fork(source_session, source)
+    await store.create_sessions([held], [holder])
+    before = await _reads(store, holder)
+    assert (await store.remove_runs([source.run_id])).sessions == 1
+    # read before the removal, written after it: what it reads, the holder holds
+    copy, fork = _session_fork(source_session, source)
+    await store.create_sessions([copy], [fork])
+    assert await _reads(store, fork) == before
+    # into a session that went meanwhile, nothing is born
+    late = build.fork(source, 4)
+    try:
+        await store.create_runs([late])
+    except NotFound:
+        assert await store.get_run(late.run_id) is None
+        return
+    raise AssertionError("expected NotFound: its session went")

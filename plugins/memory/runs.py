@@ -6,19 +6,11 @@ from collections.abc import Collection, Mapping, Sequence
 
 import msgspec
 
-from runpoint.core.errors import NotFound
 from runpoint.core.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
 from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
 
 
 class MemoryRuns(Tables):
-    def _refuse_removed_sources(self, runs: Sequence[Run]) -> None:
-        """NotFound if a fork's source in its session was removed since it was read."""
-        sources = {r.forked_from_run_id for r in runs if r.forked_from_session_id is None}
-        gone = sources - {None, *self._runs, *(r.run_id for r in runs)}
-        if gone:
-            raise NotFound(f"run {', '.join(sorted(map(str, gone)))} not found")
-
     async def create_runs(
         self,
         runs: Sequence[Run],
@@ -28,8 +20,7 @@ class MemoryRuns(Tables):
     ) -> None:
         with self._answering(answering):
             for session_id in {r.session_id for r in runs}:
-                if session := self._sessions.get(session_id):
-                    self._refuse_locked(session)
+                self._refuse_locked(self._live_session(session_id))
             self._refuse_taken_runs(runs)
             self._refuse_removed_sources(runs)
             self._insert_runs(runs, incoming)
@@ -38,8 +29,7 @@ class MemoryRuns(Tables):
         self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
     ) -> Run:
         with self._answering(answering):
-            if session := self._sessions.get(run.session_id):
-                self._refuse_locked(session)
+            self._refuse_locked(self._live_session(run.session_id))
             self._refuse_in_flight(run.session_id)
             self._refuse_taken_runs([run])
             self._refuse_removed_sources([run])

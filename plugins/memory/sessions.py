@@ -36,6 +36,7 @@ class MemorySessions(MemoryRetention):
             if len(set(ids)) < len(ids) or any(i in self._sessions for i in ids):
                 raise Conflict(f"session {', '.join(ids)} already exists")
             self._refuse_taken_runs(runs)
+            self._refuse_removed_sources(runs)
             for session in sessions:
                 self._sessions[session.session_id] = copy(session)
                 self._session_runs[session.session_id] = []

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, TypeVar
 import msgspec
 
 from runpoint.core import transcript
-from runpoint.core.errors import ClaimLost, Conflict, Locked
+from runpoint.core.errors import ClaimLost, Conflict, Locked, NotFound
 from runpoint.core.types import (
     Checkpoint,
     KeyAnswer,
@@ -161,6 +161,24 @@ class Tables:
         ids = [r.run_id for r in runs]
         if len(set(ids)) < len(ids) or any(i in self._runs for i in ids):
             raise Conflict(f"run {', '.join(ids)} already exists")
+
+    def _live_session(self, session_id: str) -> Session:
+        """The session; NotFound if it went (removed since its runs were read)."""
+        if (session := self._sessions.get(session_id)) is None:
+            raise NotFound(f"session {session_id} not found")
+        return session
+
+    def _refuse_removed_sources(self, runs: Sequence[Run]) -> None:
+        """NotFound if a new run would read rows that went since its source was read (of
+        a run removed meanwhile, rows no reader left holds)."""
+        new = {r.run_id for r in runs}
+        for run in runs:
+            for s in transcript.inherited(run):
+                if s.run_id in new or s.run_id in self._runs:
+                    continue  # a run's own rows stay while it does
+                held = self._messages.get(s.run_id, {})
+                if s.end is None or any(i not in held for i in range(s.start, s.end)):
+                    raise NotFound(f"run {run.forked_from_run_id or s.run_id} not found")
 
     def _refuse_in_flight(self, session_id: str) -> None:
         for run in self._live_runs(session_id):

@@ -18,6 +18,7 @@ from runpoint.plugins.sql.erase import (
     erase,
     read_ranges,
 )
+from runpoint.plugins.sql.locks import lock_session
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs
 from runpoint.plugins.sql.schema import checkpoints, run_events, runs, sessions
 from runpoint.seams.retention import FINISHED, Removed, removable
@@ -74,9 +75,12 @@ class SqlRetention:
 
     async def trim_checkpoints(self, run_id: str, keep: int, *, dry_run: bool = False) -> Removed:
         async with self._writing(dry_run) as (conn, removed):
-            status = await conn.scalar(select(runs.c.status).where(runs.c.run_id == run_id))
-            if status not in _FINISHED:
+            of_run = select(runs.c.session_id, runs.c.status).where(runs.c.run_id == run_id)
+            found = (await conn.execute(of_run)).first()
+            if found is None or found.status not in _FINISHED:
                 return removed
+            # as a fork of the run holds it: none is born between reading and deleting
+            await lock_session(self.db, conn, found.session_id)
             c = checkpoints.c
             marks = list(
                 (

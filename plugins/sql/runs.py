@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import msgspec
-from sqlalchemy import bindparam, false, insert, select
+from sqlalchemy import bindparam, false, func, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.core import transcript
 from runpoint.core.errors import NotFound
 from runpoint.core.types import KeyAnswer, Message, Run
 from runpoint.plugins.sql.births import read_rows
@@ -15,7 +16,7 @@ from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, run_row
-from runpoint.plugins.sql.schema import run_reads, runs
+from runpoint.plugins.sql.schema import messages, run_reads, runs
 from runpoint.plugins.sql.transcripts import write_save
 
 _GET_RUN = select(*COLUMNS).where(runs.c.run_id == bindparam("id"))
@@ -43,14 +44,36 @@ async def insert_runs(
 
 
 async def refuse_removed_sources(conn: AsyncConnection, new_runs: Sequence[Run]) -> None:
-    """NotFound if a fork's source, in its session (whose row the caller holds, as a
-    removal does), was removed since it was read: the fork would read rows that went."""
-    sources = {r.forked_from_run_id for r in new_runs if r.forked_from_session_id is None}
-    sources -= {None, *(r.run_id for r in new_runs)}
-    if sources:
-        found = await conn.scalars(select(runs.c.run_id).where(runs.c.run_id.in_(sources)))
-        if gone := sources - set(found.all()):
-            raise NotFound(f"run {', '.join(sorted(map(str, gone)))} not found")
+    """NotFound if a new run would read rows that went since its source was read: of a
+    run removed meanwhile, rows no reader left holds. The caller holds the rows of the
+    sessions it reads from (its own, a session fork's source), as a removal does, so
+    what is there now stays until it commits."""
+    new = {r.run_id for r in new_runs}
+    reads = [(r, s) for r in new_runs for s in transcript.inherited(r) if s.run_id not in new]
+    if not reads:
+        return
+    read_ids = {s.run_id for _, s in reads}
+    found = set(
+        (await conn.scalars(select(runs.c.run_id).where(runs.c.run_id.in_(read_ids)))).all()
+    )
+    for run, segment in reads:
+        if segment.run_id in found:
+            continue  # a run's own rows stay while it does
+        m = messages.c
+        held = await conn.scalar(
+            select(func.count())
+            .select_from(messages)
+            .where(m.run_id == segment.run_id, m.idx >= segment.start, m.idx < (segment.end or 0))
+        )
+        if segment.end is None or held != segment.end - segment.start:
+            raise NotFound(f"run {run.forked_from_run_id or segment.run_id} not found")
+
+
+async def _lock_live_session(db: Database, conn: AsyncConnection, session_id: str) -> None:
+    """The session's row, held (see `lock_session`): Locked if it is locked, NotFound if
+    it went (retention removed it since its runs were read)."""
+    if not await lock_session(db, conn, session_id, refuse_locked=True):
+        raise NotFound(f"session {session_id} not found")
 
 
 class SqlRuns:
@@ -65,8 +88,8 @@ class SqlRuns:
     ) -> None:
         async with self.db.write() as conn:
             await record_answer(conn, answering)
-            for session_id in {r.session_id for r in runs}:
-                await lock_session(self.db, conn, session_id, refuse_locked=True)
+            for session_id in sorted({r.session_id for r in runs}):
+                await _lock_live_session(self.db, conn, session_id)
             await refuse_removed_sources(conn, runs)
             await insert_runs(self.db, conn, runs, incoming)
 
@@ -75,7 +98,7 @@ class SqlRuns:
     ) -> Run:
         async with self.db.write() as conn:
             await record_answer(conn, answering)
-            await lock_session(self.db, conn, run.session_id, refuse_locked=True)
+            await _lock_live_session(self.db, conn, run.session_id)
             await refuse_in_flight(conn, run.session_id)
             await refuse_removed_sources(conn, [run])
             newest = await conn.scalar(

@@ -20,7 +20,7 @@ from runpoint.plugins.sql.erase import captures, delete_sessions, erase
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.locks import lock_session, refuse_in_flight
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs
-from runpoint.plugins.sql.runs import insert_runs
+from runpoint.plugins.sql.runs import insert_runs, refuse_removed_sources
 
 # named apart from the parameters `sessions` and `runs` of `create_sessions`
 from runpoint.plugins.sql.schema import runs as runs_table
@@ -70,12 +70,21 @@ class SqlSessions:
     ) -> None:
         rows = births(sessions, runs, incoming)
         named = [s for s in sessions if s.session_name is not None]
+        # a session fork's source sessions: held, as a removal holds them, while its
+        # runs are checked to read no row that went since the source was read
+        born = {s.session_id for s in sessions}
+        sources = sorted(
+            {s for r in runs if (s := r.forked_from_session_id) is not None and s not in born}
+        )
         try:
-            if answering is None and not named:  # a write of its own (database.py)
+            if answering is None and not named and not sources:  # one write (database.py)
                 await self.db.save_births(rows)
             else:  # a transaction: the birth and the rest
                 async with self.db.write() as conn:
                     await record_answer(conn, answering)
+                    for source in sources:
+                        await lock_session(self.db, conn, source)
+                    await refuse_removed_sources(conn, runs)
                     await self.db.insert_births(conn, rows)
                     for session in named:
                         await _rename(conn, session.session_id, session.session_name)
