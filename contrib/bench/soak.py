@@ -1,4 +1,4 @@
-"""Soak: runs (with continues and session forks) made without pause for `--minutes`, runs
+"""Soak: runs (with continues and session forks) made at a steady `--rate` for `--minutes`, runs
 retained `--retain` seconds, the sweeper of the server process running every
 `--sweep-seconds`. Each minute it prints the database's size on disk (SQLite: the file and
 its WAL; PostgreSQL: pg_database_size), the runs made, and the request latency p99 of the
@@ -59,7 +59,9 @@ async def size(url: str) -> int:
         await connection.close()
 
 
-async def soak(url: str, minutes: int, retain: float, every: float, workers: int) -> None:
+async def soak(
+    url: str, minutes: int, retain: float, every: float, workers: int, rate: float
+) -> None:
     sweeps = Sweeps()
     rp = Runpoint(
         agents,
@@ -70,10 +72,14 @@ async def soak(url: str, minutes: int, retain: float, every: float, workers: int
     )
     latencies: list[tuple[float, float]] = []  # (start, end)
     made = 0
+    began = time.time()
 
     async def work() -> None:
         nonlocal made
         while True:
+            # the next request's turn: `rate` a second, so the load is the same throughout
+            turn, made = made, made + 1
+            await asyncio.sleep(max(0.0, began + turn / rate - time.time()))
             start = time.time()
             run = await (
                 await rp.create_run(
@@ -85,19 +91,18 @@ async def soak(url: str, minutes: int, retain: float, every: float, workers: int
                     ContinueRun(run_id=run.run_id, continue_from=3, input="Paris")
                 )
             ).result()
-            if made % 5 == 0:
+            if turn % 5 == 0:
                 await rp.fork_session(ForkSession(session_id=run.session_id))
             latencies.append((start, time.time()))
-            made += 1
 
     async with rp:
-        tasks = [asyncio.create_task(work()) for _ in range(workers)]
         began, sizes = time.time(), {}
+        tasks = [asyncio.create_task(work()) for _ in range(workers)]
         print("minute  size (MB)  requests  p99 ms (no sweep)  p99 ms (during a sweep)")
         for minute in range(1, minutes + 1):
             await asyncio.sleep(began + 60 * minute - time.time())
             sizes[minute] = await size(url)
-            window = [(s, e) for s, e in latencies if s >= began + 60 * (minute - 1)]
+            window = [(s, e) for s, e in latencies if began + 60 * (minute - 1) <= s]
             during = [e - s for s, e in window if sweeps.overlaps(s, e)]
             quiet = [e - s for s, e in window if not sweeps.overlaps(s, e)]
             print(
@@ -107,6 +112,15 @@ async def soak(url: str, minutes: int, retain: float, every: float, workers: int
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+    settled = [(s, e) for s, e in latencies if s >= began + 60 * 2]  # once sweeps remove
+    during = [e - s for s, e in settled if sweeps.overlaps(s, e)]
+    quiet = [e - s for s, e in settled if not sweeps.overlaps(s, e)]
+    if len(during) > 1 and len(quiet) > 1:
+        ratio = statistics.quantiles(during, n=100)[98] / statistics.quantiles(quiet, n=100)[98]
+        print(
+            f"minutes 3 to {minutes}: p99 {p99(during)} ms during sweeps ({len(during)} "
+            f"requests), {p99(quiet)} ms without ({len(quiet)}): {ratio:.2f}x"
+        )
     removed = sum((r for _, r in sweeps.done), Removed())
     seconds = sum(t.seconds for t, _ in sweeps.done)
     half = max(1, minutes // 2)
@@ -145,13 +159,14 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=10)
     parser.add_argument("--retain", type=float, default=60.0, help="seconds runs are kept")
     parser.add_argument("--sweep-seconds", type=float, default=10.0)
-    parser.add_argument("--workers", type=int, default=2, help="concurrent request loops")
+    parser.add_argument("--workers", type=int, default=4, help="concurrent request loops")
+    parser.add_argument("--rate", type=float, default=2.0, help="requests a second, steady")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
 
         async def go() -> None:
             url = await new("soak")
-            await soak(url, args.minutes, args.retain, args.sweep_seconds, args.workers)
+            await soak(url, args.minutes, args.retain, args.sweep_seconds, args.workers, args.rate)
 
         asyncio.run(go())
 

@@ -31,7 +31,7 @@ from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.retention")
 CLAIM_SCOPE, CLAIM_KEY = "runpoint", "retention-sweep"
-PER_TRANSACTION = 20  # runs a removal takes at most: a short hold on the database
+PER_TRANSACTION = 5  # runs a removal takes at most: a short hold on the database
 
 
 class Sweeper:

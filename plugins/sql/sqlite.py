@@ -41,6 +41,9 @@ _PRAGMAS = (
 )
 
 
+RECLAIM_STEP = 250  # free pages returned under the write lock at a time (1 MB of 4 KiB)
+
+
 class Sqlite(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         super().__init__(url, **engine_options)
@@ -72,13 +75,19 @@ class Sqlite(Database):
         await super().close()
 
     async def reclaim(self, pages: int) -> int:
-        """Return up to `pages` free pages to the file system (this process's writers
-        wait meanwhile, as for any write), then checkpoint the WAL into the file: the
-        bytes of the pages returned."""
+        """Return up to `pages` free pages to the file system, `RECLAIM_STEP` at a time
+        (this process's writers wait for a step, as for any write), then checkpoint the
+        WAL into the file: the bytes of the pages returned."""
         if self.url.database in (None, "", ":memory:"):
             return 0
-        async with self._write_lock:
-            freed = await asyncio.to_thread(_reclaim, self.url.database, pages)
+        freed = 0
+        for step in range(0, pages, RECLAIM_STEP):  # writers go on between steps
+            async with self._write_lock:
+                size = min(RECLAIM_STEP, pages - step)
+                returned, left = await asyncio.to_thread(_reclaim, self.url.database, size)
+            freed += returned
+            if not left:
+                break
         # the file shrinks once the WAL is copied back into it: a checkpoint that lets
         # writers go on meanwhile (the WAL file is then reused from its start)
         await asyncio.to_thread(_checkpoint, self.url.database)
@@ -307,7 +316,8 @@ def _incremental(path: str) -> None:
             conn.execute("VACUUM")
 
 
-def _reclaim(path: str, pages: int) -> int:
+def _reclaim(path: str, pages: int) -> tuple[int, int]:
+    """Return up to `pages` free pages: the bytes returned, and the free pages left."""
     with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute("PRAGMA busy_timeout=10000")
         size, free = (
@@ -316,7 +326,7 @@ def _reclaim(path: str, pages: int) -> int:
         # a script: the pragma runs to its end (a statement would free one page a step)
         conn.executescript(f"PRAGMA incremental_vacuum({int(pages)});")
         left = conn.execute("PRAGMA freelist_count").fetchone()[0]
-    return int((free - left) * size)
+    return int((free - left) * size), int(left)
 
 
 def _checkpoint(path: str) -> None:
