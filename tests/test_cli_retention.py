@@ -12,6 +12,7 @@ import pytest
 from runpoint.core.errors import NotFound
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
+from tests.kernel.crashing_session import kill_frozen
 
 COMMAND = Path(sys.executable).parent / "runpoint"
 
@@ -90,3 +91,16 @@ async def test_a_backup_of_postgresql_names_pg_dump(database: str, tmp_path: Pat
     status, _, err = await runpoint("db", "backup", str(tmp_path / "x"), "--db", database)
     assert status == 2 and "use pg_dump" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+async def test_a_backup_killed_midway_leaves_no_file_that_looks_complete(tmp_path: Path) -> None:
+    database = f"sqlite:///{tmp_path / 'live.db'}"
+    copy = tmp_path / "copy.db"
+    async with Runpoint(agents, database=database) as rp:
+        await (await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))).result()
+    await kill_frozen("tests.kernel.crashing_backup", database, str(copy))
+    assert not copy.exists(), "only the partial copy, named so"
+    assert (tmp_path / ".copy.db.partial").exists()
+    status, _, err = await runpoint("db", "backup", str(copy), "--db", database)
+    assert status == 0, err
+    assert [n for n in os.listdir(tmp_path) if "copy" in n] == ["copy.db"], "the partial went"

@@ -15,10 +15,11 @@ from sqlalchemy import text
 from runpoint import hookimpl
 from runpoint.core.errors import NotFound
 from runpoint.core.types import RunStatus, Timing
-from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
+from runpoint.facade import Branch, ContinueRun, CreateRun, FanOut, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.memory import MemoryStorage
 from runpoint.plugins.sql.store import SqlStorage
+from runpoint.runs.edits import ReplaceToolResult
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Removed, Retention
 
@@ -35,11 +36,13 @@ async def rp(database: str) -> AsyncIterator[Runpoint]:
 
 async def reads(rp: Runpoint, run_ids: Sequence[str]) -> bytes:
     """What a client reads of these runs: each one whole, its timeline, its snapshot at
-    each checkpoint and its diff from start to end, encoded."""
+    each checkpoint, its diff from start to end and its events as a join sends them,
+    encoded."""
     found: list[object] = []
     for run_id in run_ids:
         _, timeline = await rp.timeline(run_id)
         found += [await rp.get_run(run_id), timeline, await rp.diff(run_id, message_index=1)]
+        found.append([e async for e in await rp.follow(run_id)])
         found += [await rp.snapshot(run_id, c.message_index) for c in timeline]
     return msgspec.json.encode(found)
 
@@ -71,6 +74,25 @@ async def test_a_source_goes_and_its_forks_read_byte_for_byte(rp: Runpoint) -> N
     assert (await rp.sweeper.sweep_all()).run_ids == [copied.run_id]
     assert await rp.list_sessions() == []
     assert await stored(rp) == 0, "what the forks read went with the last of them"
+
+
+async def test_a_source_goes_under_an_edit_fork_and_fan_out_branches(rp: Runpoint) -> None:
+    source = await (
+        await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos"))
+    ).result()
+    await asyncio.sleep(AGE + 0.1)
+    paris = (await rp.get_run(source.run_id)).tools[0]
+    edit = ReplaceToolResult(paris.tool_call_id, "99M")
+    edited = await (
+        await rp.continue_run(ContinueRun(run_id=source.run_id, continue_from=3, edits=[edit]))
+    ).result()
+    branches = [Branch(input="Only Paris"), Branch(input="Only Lagos")]
+    fanned = await rp.fan_out(FanOut(run_id=source.run_id, continue_from=3, branches=branches))
+    readers = [edited.run_id, *[(await h.result()).run_id for h in fanned]]
+    before = await reads(rp, readers)
+    removed = await rp.sweeper.sweep_all()
+    assert removed.run_ids == [source.run_id]
+    assert await reads(rp, readers) == before
 
 
 async def test_a_deleted_session_leaves_its_session_fork_whole(rp: Runpoint) -> None:
