@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import msgspec
+from soak import file_size, p99
 
 from runpoint.conformance import build
 from runpoint.core.tenancy import DEFAULT_TEAM
@@ -43,9 +43,9 @@ async def birth(storage: SqlStorage, count: int, size: int) -> None:
 
 async def fill(storage: SqlStorage, path: Path, gigabytes: float) -> None:
     began, target = time.time(), gigabytes * 1e9
-    while on_disk(path) < target:
+    while file_size(str(path)) < target:
         await asyncio.gather(*(birth(storage, FILL_MESSAGES, FILL_BYTES) for _ in range(50)))
-    print(f"filled to {on_disk(path) / 1e9:.2f} GB in {time.time() - began:.0f}s")
+    print(f"filled to {file_size(str(path)) / 1e9:.2f} GB in {time.time() - began:.0f}s")
 
 
 async def bench(url: str, path: Path, copy: Path, gigabytes: float) -> None:
@@ -77,8 +77,8 @@ async def bench(url: str, path: Path, copy: Path, gigabytes: float) -> None:
     before = [e - s for s, e in writes if e < started]
     during = [e - s for s, e in writes if s >= started and e <= ended]
     print(
-        f"backup of {on_disk(path) / 1e9:.2f} GB: {ended - started:.1f}s "
-        f"(exit {backup.returncode}); copy {on_disk(copy) / 1e9:.2f} GB"
+        f"backup of {file_size(str(path)) / 1e9:.2f} GB: {ended - started:.1f}s "
+        f"(exit {backup.returncode}); copy {file_size(str(copy)) / 1e9:.2f} GB"
     )
     print(
         f"write latency p99 before: {p99(before)} ms ({len(before)} writes in 10s), "
@@ -91,18 +91,6 @@ async def bench(url: str, path: Path, copy: Path, gigabytes: float) -> None:
         print(f"the copy opens and reads: {len(sessions)} session read back")
     finally:
         await copied.close()
-
-
-def on_disk(path: Path) -> int:
-    """A SQLite database's bytes: its file and its WAL."""
-    wal = path.with_name(path.name + "-wal")
-    return path.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
-
-
-def p99(values: list[float]) -> str:
-    if len(values) < 2:
-        return "-"
-    return f"{1e3 * statistics.quantiles(values, n=100)[98]:.1f}"
 
 
 def main() -> None:
