@@ -54,6 +54,17 @@ async def _stored(store: Storage, run_id: str) -> tuple[int, list[int]]:
     ]
 
 
+def _session_fork(source_session: Session, source: Run) -> tuple[Session, Run]:
+    """A session fork of `source`'s session (its copy of `source`, reading its rows)."""
+    copy = build.session(forked_from_session_id=source_session.session_id)
+    fork = msgspec.structs.replace(
+        build.fork(source, source.message_count),
+        session_id=copy.session_id,
+        forked_from_session_id=source_session.session_id,
+    )
+    return copy, fork
+
+
 @check(RETENTION)
 async def a_source_removed_under_a_live_fork_keeps_what_the_fork_reads(store: Storage) -> None:
     session, source = await _source(store)
@@ -100,12 +111,7 @@ async def a_session_deleted_under_a_session_fork_keeps_what_the_fork_reads(
     store: Storage,
 ) -> None:
     source_session, source = await _source(store)
-    copy = build.session(forked_from_session_id=source_session.session_id)
-    fork = msgspec.structs.replace(
-        build.fork(source, source.message_count),
-        session_id=copy.session_id,
-        forked_from_session_id=source_session.session_id,
-    )
+    copy, fork = _session_fork(source_session, source)
     await store.create_sessions([copy], [fork])
     before = await _reads(store, fork)
     assert await store.delete_sessions([source_session.session_id])
@@ -224,17 +230,6 @@ async def a_fork_of_a_source_removed_since_it_was_read_is_not_born(store: Storag
         assert await store.get_run(fork.run_id) is None
         return
     raise AssertionError("expected NotFound")
-
-
-def _session_fork(source_session: Session, source: Run) -> tuple[Session, Run]:
-    """A session fork of `source`'s session (its copy of `source`, reading its rows)."""
-    copy = build.session(forked_from_session_id=source_session.session_id)
-    fork = msgspec.structs.replace(
-        build.fork(source, source.message_count),
-        session_id=copy.session_id,
-        forked_from_session_id=source_session.session_id,
-    )
-    return copy, fork
 
 
 @check(RETENTION)
