@@ -44,7 +44,9 @@ class RunStore(Protocol):
         *,
         answering: KeyAnswer | None = None,
     ) -> None:
-        """Insert new runs (forks), all or nothing; Locked if their session is locked.
+        """Insert new runs (forks), all or nothing; Locked if their session is locked,
+        NotFound if it went or if a run would read rows that went (its source removed
+        since it was read, and what it reads held by no reader left).
 
         A run is born with its input: its `incoming[run_id]` messages are written in the
         same transaction, exactly as `save` would write them right after the insert (the
@@ -58,8 +60,8 @@ class RunStore(Protocol):
         self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
     ) -> Run:
         """Insert a new run at the head of its session with its `incoming` messages (as
-        `create_runs`), atomically: raise Locked if the session is locked, Conflict if a
-        run of it is in flight (PENDING or RUNNING); otherwise the run follows the
+        `create_runs`), atomically: raise Locked if the session is locked, NotFound as
+        `create_runs`, Conflict if a run of it is in flight (PENDING or RUNNING); otherwise the run follows the
         session's newest live run (its `previous_run_id`). Returns the run as inserted."""
 
     async def get_run(self, run_id: str) -> Run | None:
@@ -160,7 +162,9 @@ class SessionStore(Protocol):
         answering: KeyAnswer | None = None,
     ) -> None:
         """Insert sessions, and the runs they start with (each with its `incoming`
-        messages, as `create_runs`), all or nothing; `Conflict` if an id is taken."""
+        messages, as `create_runs`), all or nothing; `Conflict` if an id is taken,
+        NotFound if a run would read rows that went (a session fork's source removed
+        since it was read, and what it reads held by no reader left)."""
 
     async def get_session(self, session_id: str) -> Session | None:
         """The session, with its event-log cursor, lock and rollback as they are now."""
