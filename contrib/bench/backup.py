@@ -54,8 +54,10 @@ async def bench(url: str, path: Path, copy: Path, gigabytes: float) -> None:
     await fill(storage, path, gigabytes)
     writes: list[tuple[float, float]] = []  # (start, end)
 
+    stopping = asyncio.Event()
+
     async def write() -> None:
-        while True:
+        while not stopping.is_set():  # not cancelled: a write ends whole
             start = time.time()
             await birth(storage, 2, 100)
             writes.append((start, time.time()))
@@ -69,9 +71,8 @@ async def bench(url: str, path: Path, copy: Path, gigabytes: float) -> None:
     out, _ = await backup.communicate()
     ended = time.time()
     await asyncio.sleep(1)
-    for task in writers:
-        task.cancel()
-    await asyncio.gather(*writers, return_exceptions=True)
+    stopping.set()
+    await asyncio.gather(*writers)
     await storage.close()
     print(out.decode().strip())
     before = [e - s for s, e in writes if e < started]
