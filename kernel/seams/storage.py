@@ -61,8 +61,9 @@ class RunStore(Protocol):
     ) -> Run:
         """Insert a new run at the head of its session with its `incoming` messages (as
         `create_runs`), atomically: raise Locked if the session is locked, NotFound as
-        `create_runs`, Conflict if a run of it is in flight (PENDING or RUNNING); otherwise the run follows the
-        session's newest live run (its `previous_run_id`). Returns the run as inserted."""
+        `create_runs`, Conflict if a run of it is in flight (PENDING or RUNNING); otherwise
+        the run follows the session's newest live run (its `previous_run_id`). Returns the
+        run as inserted."""
 
     async def get_run(self, run_id: str) -> Run | None:
         """The run as last saved (every field of `Run`, its `revision`, lease and
