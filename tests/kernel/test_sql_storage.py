@@ -78,6 +78,11 @@ async def test_every_field_of_a_run_is_kept_when_inserted_and_when_saved(
     # a field added to Run fails here until it is set above, and then is checked below
     assert unset == STORAGE_MANAGED | {"run_id", "session_id", "agent_id"}
 
+    # the run it reads from (a run is born only if the rows it reads are there)
+    source = Run(run_id="source", session_id="session 0", agent_id="a", message_count=1)
+    await storage.create_sessions(
+        [Session("session 0", "a")], [source], {"source": build.messages(1)}
+    )
     await storage.create_sessions([Session("s", "a")], [born])
     assert await storage.get_run("r") == born
 
