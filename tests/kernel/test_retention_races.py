@@ -183,15 +183,14 @@ async def test_forks_made_while_another_runpoint_sweeps(database: str) -> None:
 
 @SQL
 async def test_forks_made_while_another_process_sweeps(database: str) -> None:
-    child = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "tests.kernel.sweeping", database, str(AGE)),
-        cwd=Path(__file__).parents[2],
-    )
-    try:
-        async with Runpoint(agents, database=database) as rp:
+    async with Runpoint(agents, database=database) as rp:  # migrated before the other opens
+        child = await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "tests.kernel.sweeping", database, str(AGE)),
+            cwd=Path(__file__).parents[2],
+        )
+        try:
             made = await made_while_swept(rp, lambda: asyncio.sleep(0.2))
-        assert len(made) == 24
-        print(f"{sum(made)} of 24 forks made, the others refused")
-    finally:
-        child.kill()
-        await child.wait()
+        finally:
+            child.kill()
+            await child.wait()
+    assert len(made) == 24
