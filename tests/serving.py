@@ -43,8 +43,9 @@ def await_health(
 
 
 @contextlib.contextmanager
-def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
-    """`runpoint serve` (the demo agents) with these options on a free port of `host`."""
+def serving(db: Path | str, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
+    """`runpoint serve` (the demo agents) with these options on a free port of `host`, on
+    `db` (a SQLite file or a database URL)."""
     port = free_port()
     command = shutil.which("runpoint", path=str(Path(sys.executable).parent))
     assert command, "the runpoint command is not installed next to this Python"
