@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Locator, Page, Response, Route, expect
+from playwright.sync_api import Browser, Locator, Page, Request, Response, Route, expect
 
 from tests.serving import free_port, serving
 
@@ -38,7 +38,7 @@ def ui() -> Iterator[str]:
         build = "python -m tests.console.agent_ui"
         if os.environ.get(agent_ui.REQUIRE_ENV):
             pytest.fail(f"{agent_ui.REQUIRE_ENV} is set, but agent-ui is not built: {build}")
-        pytest.skip(f"agent-ui is not built in {app.parent}: {build} builds it")
+        pytest.skip(f"agent-ui is not built in {app.parent}: {build} builds it (git, npm)")
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     next_ = [str(app / "node_modules" / ".bin" / "next"), "start", "-H", "127.0.0.1"]
@@ -71,18 +71,24 @@ def runpoint(ui: str, database: str) -> Iterator[str]:
 
 @pytest.fixture
 def page(browser: Browser, runpoint: str) -> Iterator[Page]:
-    """A page on a fresh browser profile; what runpoint answered it is checked after."""
+    """A page on a fresh browser profile; what runpoint answered it, and any request to runpoint
+    that failed, are checked after."""
     context = browser.new_context(viewport=LAPTOP)
     page = context.new_page()
     failed: list[str] = []
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
 
-    def check(response: Response) -> None:
+    def answered(response: Response) -> None:
         if response.url.startswith(runpoint) and not response.ok:
             failed.append(f"{response.request.method} {response.url}: {response.status}")
 
-    page.on("response", check)
+    def refused(request: Request) -> None:  # by the browser (CORS), or broken off
+        if request.url.startswith(runpoint):
+            failed.append(f"{request.method} {request.url}: {request.failure}")
+
+    page.on("response", answered)
+    page.on("requestfailed", refused)
     yield page
     context.close()
     assert not errors, f"the page raised: {errors}"
@@ -114,15 +120,19 @@ def test_agno_agent_ui_runs_reopens_and_deletes_a_session(
     held: list[Route] = []
     page.route(f"{runpoint}/sessions/*/runs?*", lambda route: held.append(route))
     stream = f"{runpoint}/agents/checkpoint-agent/runs"
-    with page.expect_request_finished(lambda r: r.url == stream) as run:
+    fetched = page.expect_request(lambda r: "/runs?" in r.url)  # the history fetch, held
+    with fetched, page.expect_request_finished(lambda r: r.url == stream) as run:
         ask(page, QUESTION)
     response = run.value.response()
     assert response and response.headers["content-type"].startswith("text/event-stream")
     expect(page.get_by_text(ANSWER)).to_be_visible()
     expect(page.get_by_text("get_city_fact")).to_have_count(2)
     with page.expect_response(lambda r: "/runs?" in r.url):
-        assert len(held) == 1, [route.request.url for route in held]
-        held[0].continue_()
+        deadline = time.monotonic() + 5  # its route is handled just after it is seen
+        while not held and time.monotonic() < deadline:
+            page.wait_for_timeout(20)
+        (history,) = held
+        history.continue_()
     page.unroute(f"{runpoint}/sessions/*/runs?*")
     expect(page.get_by_text(ANSWER)).to_be_visible()
     expect(page.get_by_text("get_city_fact")).to_have_count(2)
@@ -136,7 +146,8 @@ def test_agno_agent_ui_runs_reopens_and_deletes_a_session(
     expect(page.get_by_text(QUESTION)).to_be_visible()
     expect(page.get_by_text("get_city_fact")).to_have_count(2)
     expect(page.get_by_text(ANSWER)).to_be_visible()
-    ask(page, "And Tokyo?")
+    with page.expect_request_finished(lambda r: r.url == stream):
+        ask(page, "And Tokyo?")
     expect(page.get_by_text("Here is what I found. Tokyo: No stored fact")).to_be_visible()
     page.reload()
     expect(page.get_by_text("And Tokyo?")).to_be_visible()
