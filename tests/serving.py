@@ -29,16 +29,18 @@ def await_health(
     *,
     seconds: float = 20,
     exited: Callable[[], str] = lambda: "runpoint serve exited",
+    path: str = "/health",
 ) -> None:
-    """Wait for a started `runpoint serve` to answer /health (`exited` says why it did not)."""
+    """Wait for a started `runpoint serve` (or another server) to answer `path` with a 200
+    (`exited` says why it did not)."""
     deadline = time.monotonic() + seconds
     while True:
         assert process.poll() is None, exited()
         try:
-            if httpx.get(f"{base_url}/health").status_code == 200:
+            if httpx.get(f"{base_url}{path}").status_code == 200:
                 return
         except httpx.TransportError:
-            assert time.monotonic() < deadline, "runpoint serve did not come up"
+            assert time.monotonic() < deadline, f"{base_url} did not come up"
             time.sleep(0.05)
 
 

@@ -21,7 +21,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, Locator, Page, Request, Response, Route, expect
 
-from tests.serving import free_port, serving
+from tests.serving import await_health, free_port, serving
 
 from . import agent_ui
 from .conftest import LAPTOP
@@ -45,22 +45,11 @@ def ui() -> Iterator[str]:
     environment = {**os.environ, "NEXT_TELEMETRY_DISABLED": "1"}
     process = subprocess.Popen([*next_, "-p", str(port)], cwd=app, env=environment)
     try:
-        deadline = time.monotonic() + 30
-        while not answers(base_url):
-            assert process.poll() is None, "next start exited"
-            assert time.monotonic() < deadline, "next start did not come up"
-            time.sleep(0.1)
+        await_health(process, base_url, seconds=30, exited=lambda: "next start exited", path="/")
         yield base_url
     finally:
         process.terminate()
         process.wait(timeout=10)
-
-
-def answers(url: str) -> bool:
-    try:
-        return httpx.get(url).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @pytest.fixture
@@ -153,6 +142,7 @@ def test_agno_agent_ui_runs_reopens_and_deletes_a_session(
     expect(page.get_by_text("And Tokyo?")).to_be_visible()
     expect(page.get_by_text("get_city_fact")).to_have_count(3)
     expect(sidebar(page)).to_have_count(1)
+    expect(sidebar(page)).to_contain_text("What should I know")  # runpoint's session_name
     assert f"session={session[1]}" in page.url
 
     # deleted
