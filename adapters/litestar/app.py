@@ -54,7 +54,8 @@ def create_app(
     cors_origins: str | None = DEFAULTS.cors_origins,
     **options: Any,
 ) -> Litestar:
-    """The app serving `agents` from `database` (a URL: the CLI gives its default);
+    """The app serving `agents` from `database` (a SQLite file's path, `sqlite:///PATH`,
+    `postgresql://...` or `memory:`, as `--db` takes it);
     `options` go to `Runpoint` (lease_seconds, ...). Its metrics are kept if
     prometheus_client is installed, unless `host` says otherwise."""
     options.setdefault("host", PluginHost(observers()))
