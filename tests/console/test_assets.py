@@ -28,10 +28,11 @@ async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
 
 
 def references(text: str) -> set[str]:
-    """The files a page or module loads: src/href attributes and module imports."""
-    found = re.findall(r'(?:src|href)="(/ui/[^"]+)"', text)
-    found += ["/ui/" + name for name in re.findall(r'from "\./([^"]+)"', text)]
-    return set(found)
+    """The files a page or module loads: src/href attributes and module imports, each
+    relative to the page's folder (so that they load under any prefix)."""
+    found = re.findall(r'(?:src|href)="([\w-]+\.(?:css|js))"', text)
+    found += re.findall(r'from "\./([^"]+)"', text)
+    return {"/ui/" + name for name in found}
 
 
 async def test_the_console_and_everything_it_loads_is_served(

@@ -1,0 +1,137 @@
+"""runpoint inside another ASGI app: mounted under a prefix, or behind a proxy that keeps or
+strips one (docs/http.md, "Prefixes").
+
+A host framework seldom passes its lifespan on to an app it mounts (Starlette's and
+FastAPI's `Mount`, Litestar's `@asgi` mounts, Django), so the app starts itself at its first
+request; a host that composes lifespans runs `app.serving` in its own (FastAPI's
+`lifespan=`). Either way runpoint opens (migrations, lease watch, run queue, sweeper) once
+and closes once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from litestar import Litestar
+from litestar.types import Scope
+
+from runpoint.facade import Runpoint
+
+
+class Lifecycle:
+    """Opens `rp` once and closes it once, whoever asks first: the app's own lifespan, a
+    host's (`serving`), or the first request."""
+
+    def __init__(self, rp: Runpoint) -> None:
+        self.rp = rp
+        self.started = False
+        self._lock = asyncio.Lock()
+        self._generation = 0
+        self._closer: AsyncIterator[None] | None = None
+
+    async def start(self) -> None:
+        async with self._lock:
+            if not self.started:
+                await self.rp.open()
+                self.started = True
+
+    async def stop(self) -> None:
+        async with self._lock:
+            if self.started:
+                self.started = False
+                self._generation += 1
+                self._closer = None
+                await self.rp.close()
+
+    async def start_unasked(self) -> None:
+        """Start for a request that came before any lifespan did. Nothing will say when
+        to stop, so the event loop's end does: an async generator left open is closed
+        (its `finally` run, the loop still going) when `asyncio.run` ends."""
+        await self.start()
+        if self._closer is None:
+            self._closer = self._close_at_exit(self._generation)
+            await anext(self._closer)
+
+    async def _close_at_exit(self, generation: int) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if generation == self._generation:  # not a later start's to close
+                await self.stop()
+
+
+class RunpointApp(Litestar):
+    """The Litestar app `create_app` and `build` make: what it adds to Litestar is being
+    embeddable. `runpoint` is the facade it serves (a host may call it too)."""
+
+    def __init__(self, rp: Runpoint, *, root_path: str = "", **config: Any) -> None:
+        self.runpoint = rp
+        self.lifecycle = Lifecycle(rp)
+        self.root_path = root_path.rstrip("/")
+        super().__init__(
+            on_startup=[self.lifecycle.start], on_shutdown=[self.lifecycle.stop], **config
+        )
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            if self.root_path and not scope.get("root_path"):
+                prefixed(scope, self.root_path)
+            if route_path(scope) == "/ui":  # its page loads its files relative to /ui/
+                await redirect(send, scope.get("root_path", "") + "/ui/", scope)
+                return
+            if not self.lifecycle.started:
+                try:
+                    await self.lifecycle.start_unasked()
+                except Exception as exc:  # the database's state, not the request's
+                    await unavailable(send, exc)
+                    return
+        await super().__call__(scope, receive, send)
+
+    @contextlib.asynccontextmanager
+    async def serving(self, host: object = None) -> AsyncIterator[None]:
+        """runpoint open for as long as the block lasts: a host's lifespan (FastAPI's
+        `lifespan=app.serving`, or `async with app.serving():` inside the host's own)."""
+        await self.lifecycle.start()
+        try:
+            yield
+        finally:
+            await self.lifecycle.stop()
+
+
+def prefixed(scope: Scope, prefix: str) -> None:
+    """Put `prefix` (the app's `root_path`) where ASGI says a prefix is: in `root_path`,
+    and at the start of `path`, which a proxy that strips it (or a host's mount that does,
+    as Litestar's) left out."""
+    path: str = scope["path"]
+    if path != prefix and not path.startswith(prefix + "/"):
+        scope["path"] = prefix + path
+        scope["raw_path"] = prefix.encode() + (scope.get("raw_path") or path.encode())
+    scope["root_path"] = prefix
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path inside the app, without the prefix it was served under."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+async def redirect(send: Any, location: str, scope: Scope) -> None:
+    if query := scope.get("query_string", b""):
+        location += "?" + query.decode("latin-1")
+    headers = [(b"location", location.encode("latin-1")), (b"content-length", b"0")]
+    await send({"type": "http.response.start", "status": 308, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def unavailable(send: Any, exc: Exception) -> None:
+    reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    body = json.dumps(
+        {"detail": f"runpoint could not start: {reason}", "error_code": "DATABASE_UNAVAILABLE"}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"retry-after", b"5")]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
