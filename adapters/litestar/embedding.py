@@ -14,6 +14,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import unquote
 
 from litestar import Litestar
 from litestar.types import Scope
@@ -101,15 +102,42 @@ class RunpointApp(Litestar):
             await self.lifecycle.stop()
 
 
+def mount(host: Any, prefix: str, app: RunpointApp) -> Any:
+    """`host`, an ASGI app that cannot mount another itself (Django's), with `app` at
+    `prefix`: a request there goes to `app` with the prefix in `root_path` (as a mount
+    puts it), any other to `host`; the lifespan goes to `app` alone (Django has none)."""
+    prefix = prefix.rstrip("/")
+
+    async def mounted(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            await app(scope, receive, send)
+            return
+        if _under(route_path(scope), prefix):
+            scope = {**scope, "root_path": scope.get("root_path", "") + prefix}
+            await app(scope, receive, send)
+        else:
+            await host(scope, receive, send)
+
+    return mounted
+
+
 def prefixed(scope: Scope, prefix: str) -> None:
     """Put `prefix` (the app's `root_path`) where ASGI says a prefix is: in `root_path`,
-    and at the start of `path`, which a proxy that strips it (or a host's mount that does,
-    as Litestar's) left out."""
+    and at the start of `path`, which a proxy that strips it, or a host's mount that does
+    (Litestar's, which keeps it in `raw_path`), left out."""
     path: str = scope["path"]
-    if path != prefix and not path.startswith(prefix + "/"):
-        scope["path"] = prefix + path
-        scope["raw_path"] = prefix.encode() + (scope.get("raw_path") or path.encode())
+    raw: bytes = scope.get("raw_path") or b""
+    if not _under(path, prefix):
+        if _under(raw.decode("latin-1"), prefix):
+            scope["path"] = unquote(raw.decode("latin-1"))
+        else:
+            scope["path"] = prefix + path
+            scope["raw_path"] = prefix.encode() + (raw or path.encode())
     scope["root_path"] = prefix
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
 
 
 def route_path(scope: Scope) -> str:
