@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from litestar import Litestar
+from litestar.enums import ScopeType
 from litestar.types import Scope
 
 from runpoint.facade import Runpoint
@@ -76,20 +77,28 @@ class RunpointApp(Litestar):
             on_startup=[self.lifecycle.start], on_shutdown=[self.lifecycle.stop], **config
         )
 
+    # typed as ASGI's callable is (Starlette's, httpx's): a host's `mount` takes it as is
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            if self.root_path and not scope.get("root_path"):
-                prefixed(scope, self.root_path)
-            if route_path(scope) == "/ui":  # its page loads its files relative to /ui/
-                await redirect(send, scope.get("root_path", "") + "/ui/", scope)
-                return
-            if not self.lifecycle.started:
-                try:
-                    await self.lifecycle.start_unasked()
-                except Exception as exc:  # the database's state, not the request's
-                    await unavailable(send, exc)
-                    return
+        if scope["type"] == ScopeType.HTTP and not await self._ready(scope, send):
+            return
         await super().__call__(scope, receive, send)
+
+    async def _ready(self, scope: Scope, send: Any) -> bool:
+        """Whether the request goes on to the routes: with the prefix where ASGI says it,
+        runpoint started (a 503 if it cannot), not for the console's page without its
+        slash (its files are relative to {prefix}/ui/)."""
+        if self.root_path and not scope.get("root_path"):
+            prefixed(scope, self.root_path)
+        if route_path(scope) == "/ui":
+            await redirect(send, scope.get("root_path", "") + "/ui/", scope)
+            return False
+        if not self.lifecycle.started:
+            try:
+                await self.lifecycle.start_unasked()
+            except Exception as exc:  # the database's state, not the request's
+                await unavailable(send, exc)
+                return False
+        return True
 
     @contextlib.asynccontextmanager
     async def serving(self, host: object = None) -> AsyncIterator[None]:

@@ -9,11 +9,10 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters.console import DIRECTORY
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 
 SOURCE = Path(__file__).parents[2] / "adapters" / "console" / "static"
@@ -21,7 +20,7 @@ MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
+async def client() -> AsyncIterator[AsyncTestClient[RunpointApp]]:
     app = create_app(agents, database="memory:")
     async with AsyncTestClient(app) as client:
         yield client
@@ -36,7 +35,7 @@ def references(text: str) -> set[str]:
 
 
 async def test_the_console_and_everything_it_loads_is_served(
-    client: AsyncTestClient[Litestar],
+    client: AsyncTestClient[RunpointApp],
 ) -> None:
     pages = [await client.get(path) for path in ("/ui", "/ui/")]
     assert all(p.status_code == 200 and "<title>runpoint console</title>" in p.text for p in pages)
@@ -61,7 +60,7 @@ def test_the_package_ships_every_file_and_nothing_loads_from_elsewhere() -> None
 
 
 async def test_the_console_is_not_an_operation_of_the_document(
-    client: AsyncTestClient[Litestar],
+    client: AsyncTestClient[RunpointApp],
 ) -> None:
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert not [p for p in paths if p.startswith("/ui")]
