@@ -107,6 +107,7 @@ def app_for(rp: Runpoint, settings: Settings) -> Litestar:
         max_body_bytes=settings.max_body_bytes,
         keepalive_seconds=settings.keepalive_seconds,
         cors_origins=settings.cors_origins,
+        root_path=settings.root_path or "",
     )
 
 
