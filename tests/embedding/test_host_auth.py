@@ -26,7 +26,8 @@ USERS = {
 
 
 def signed_in(scope: Any) -> Principal | None:
-    return scope.get("state", {}).get("principal")
+    principal: Principal | None = scope.get("state", {}).get("principal")
+    return principal
 
 
 def host(**options: Any) -> FastAPI:
