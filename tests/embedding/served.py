@@ -31,7 +31,8 @@ def served_host(db: Path) -> Iterator[str]:
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        await_health(process, f"{base_url}{PREFIX}")
+        # it imports four frameworks (hosts.py): on a loaded machine that is not quick
+        await_health(process, f"{base_url}{PREFIX}", seconds=120)
         yield base_url
     finally:
         process.terminate()
