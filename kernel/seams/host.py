@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 import pluggy
 
 from runpoint.core.errors import ConfigurationError
+from runpoint.core.keyring import Keyring
 from runpoint.core.types import Checkpoint, Message, Run, Timing, ToolExecution
 from runpoint.seams import hookspecs
 from runpoint.seams.agent import Agent
@@ -43,6 +44,7 @@ REGISTRIES = {
     "runpoint_session_state": "session state",
     "runpoint_storage_backends": "storage",
     "runpoint_run_queues": "run queue",
+    "runpoint_encryption_keys": "encryption key",
 }
 REPLACEABLE = {"runpoint_run_queues"}
 # How many models the host keeps made: a continue may name any model string, so the oldest
@@ -190,6 +192,14 @@ class PluginHost:
     def storage(self, url: str) -> Storage:
         factory: StorageFactory = self._lookup("runpoint_storage_backends", _scheme(url))
         return factory(url)
+
+    def keyring(self, path: str | None = None) -> Keyring | None:
+        """The keys that encrypt what is stored: a file's (`Keyring.from_file`) if one is
+        named, else those plugins register (a KMS's), else none (nothing is encrypted)."""
+        if path is not None:
+            return Keyring.from_file(path)
+        keys: dict[str, bytes] = self._registry("runpoint_encryption_keys")
+        return Keyring(keys) if keys else None
 
     def queue(self, url: str) -> RunQueue | None:
         """The run queue for a database, if a plugin offers one (else runs execute in

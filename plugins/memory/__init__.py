@@ -8,18 +8,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runpoint import hookimpl
+from runpoint.core.keyring import Keyring
 from runpoint.plugins.memory.events import MemoryEvents
 from runpoint.plugins.memory.keys import MemoryKeys
 from runpoint.plugins.memory.runs import MemoryRuns
 from runpoint.plugins.memory.sessions import MemorySessions
 from runpoint.plugins.memory.transcripts import MemoryTranscripts
-from runpoint.seams.storage import StorageFactory
+from runpoint.seams.storage import Resealed, StorageFactory
 
 __all__ = ["MemoryStorage"]
 
 
 class MemoryStorage(MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys):
     """Every role of `Storage` over one set of tables (see `tables`)."""
+
+    def encrypt_with(self, keyring: Keyring) -> None:
+        """Nothing of it outlives the process: nothing is at rest, nothing to seal."""
+
+    async def reseal(self, *, encrypt: bool, check: bool, batch: int) -> Resealed:
+        return Resealed(0, [])
 
 
 @hookimpl

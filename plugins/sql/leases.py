@@ -45,7 +45,7 @@ class SqlLeases:
         if not agent_ids:
             return []
         values = {"before": before} | {f"agent{i}": a for i, a in enumerate(sorted(agent_ids))}
-        return decode_runs(await self.db.read(_expired(len(agent_ids)), values))
+        return decode_runs(await self.db.read(_expired(len(agent_ids)), values), self.db.codec)
 
 
 @functools.lru_cache(maxsize=16)

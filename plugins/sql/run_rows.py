@@ -12,6 +12,7 @@ import msgspec
 from runpoint.core.types import Run
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs
+from runpoint.plugins.sql.sealing import Codec
 
 # kept in columns of their own (read back over the documents)
 COLUMN_FIELDS = (
@@ -63,33 +64,34 @@ RunState = msgspec.defstruct(
     omit_defaults=True,
 )
 STATE_FIELDS: tuple[str, ...] = RunState.__struct_fields__
-COLUMNS = (runs.c.data, runs.c.state, *(runs.c[name] for name in COLUMN_FIELDS))
+COLUMNS = (runs.c.run_id, runs.c.data, runs.c.state, *(runs.c[name] for name in COLUMN_FIELDS))
 _decode_run = msgspec.json.Decoder(Run).decode
 _decode_state = msgspec.json.Decoder(RunState).decode
 
 
-def state_document(run: Run) -> bytes:
-    return document(RunState(**{name: getattr(run, name) for name in STATE_FIELDS}))
+def state_document(run: Run, codec: Codec) -> bytes:
+    state = document(RunState(**{name: getattr(run, name) for name in STATE_FIELDS}))
+    return codec.seal(state, runs.name, "state", run.run_id)
 
 
-def run_row(run: Run) -> dict[str, Any]:
+def run_row(run: Run, codec: Codec) -> dict[str, Any]:
     """The row a new run is inserted as."""
     return {
         "run_id": run.run_id,
         "session_id": run.session_id,
         "status": run.status.value,
         **{name: getattr(run, name) for name in COLUMN_FIELDS},
-        "data": document(run),
-        "state": state_document(run),
+        "data": codec.seal(document(run), runs.name, "data", run.run_id),
+        "state": state_document(run, codec),
     }
 
 
-def decode_runs(rows: Sequence[Sequence[Any]]) -> list[Run]:
+def decode_runs(rows: Sequence[Sequence[Any]], codec: Codec) -> list[Run]:
     """Runs from rows of `COLUMNS`."""
     return [
         msgspec.structs.replace(
-            _decode_run(data),
-            **msgspec.structs.asdict(_decode_state(state)),
+            _decode_run(codec.open(data, runs.name, "data", run_id)),
+            **msgspec.structs.asdict(_decode_state(codec.open(state, runs.name, "state", run_id))),
             revision=revision,
             lease_owner=owner,
             lease_expires_at=expires,
@@ -97,5 +99,5 @@ def decode_runs(rows: Sequence[Sequence[Any]]) -> list[Run]:
             cancel_requested=bool(cancel),  # SQLite says 0 or 1
             hidden=bool(hidden),
         )
-        for data, state, revision, owner, expires, recoveries, cancel, hidden in rows
+        for run_id, data, state, revision, owner, expires, recoveries, cancel, hidden in rows
     ]
