@@ -336,6 +336,10 @@ class Encrypted(Protocol):
     def encrypt_with(self, keyring: Keyring) -> None:
         """Seal with `keyring` from now on; called before `open`."""
 
+    @property
+    def refused(self) -> int:
+        """The rows refused (`Unreadable`) since it opened."""
+
     async def reseal(self, *, encrypt: bool, check: bool, batch: int) -> Resealed:
         """Seal anew under the keyring's first key every document that is not, in bounded
         batches that each commit (online: a row written meanwhile is left as written);

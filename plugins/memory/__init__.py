@@ -25,6 +25,10 @@ class MemoryStorage(MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents,
     def encrypt_with(self, keyring: Keyring) -> None:
         """Nothing of it outlives the process: nothing is at rest, nothing to seal."""
 
+    @property
+    def refused(self) -> int:
+        return 0
+
     async def reseal(self, *, encrypt: bool, check: bool, batch: int) -> Resealed:
         return Resealed(0, [])
 

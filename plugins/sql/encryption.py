@@ -32,6 +32,10 @@ class SqlEncryption:
     def encrypt_with(self, keyring: Keyring) -> None:
         self.db.codec = Codec(keyring)
 
+    @property
+    def refused(self) -> int:
+        return self.db.codec.failures
+
     async def watch_encryption(self) -> None:
         """With a keyring: whether rows in the clear serve, now and while that stands."""
         if self.db.codec.keyring is None:
