@@ -14,10 +14,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from runpoint.core.errors import ConfigurationError
-from runpoint.core.keyring import Keyring
 from runpoint.durable import LEASE_SECONDS, SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
@@ -38,6 +37,9 @@ from runpoint.seams.runqueue import Watched
 from runpoint.seams.storage import Diagnosed, Encrypted, Migrated, Storage
 from runpoint.sessions.checkpoints import SessionCheckpoints
 from runpoint.sessions.lifecycle import Sessions
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 __all__ = [
     "Branch",

@@ -11,13 +11,12 @@ import logging
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import pluggy
 
 from runpoint.core.errors import ConfigurationError
-from runpoint.core.keyring import Keyring
 from runpoint.core.types import Checkpoint, Message, Run, Timing, ToolExecution
 from runpoint.seams import hookspecs
 from runpoint.seams.agent import Agent
@@ -27,6 +26,9 @@ from runpoint.seams.retention import Removed
 from runpoint.seams.runqueue import RunQueue, RunQueueFactory
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage, StorageFactory
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 NAME = "runpoint"
 # Comma-separated plugin names (entry-point names) that are not loaded.
@@ -196,6 +198,8 @@ class PluginHost:
     def keyring(self, path: str | None = None) -> Keyring | None:
         """The keys that encrypt what is stored: a file's (`Keyring.from_file`) if one is
         named, else those plugins register (a KMS's), else none (nothing is encrypted)."""
+        from runpoint.core.keyring import Keyring  # cryptography: only when asked
+
         if path is not None:
             return Keyring.from_file(path)
         keys: dict[str, bytes] = self._registry("runpoint_encryption_keys")

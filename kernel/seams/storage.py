@@ -13,10 +13,9 @@ still its owner's and unanswered; if not, they write nothing and raise `ClaimLos
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from runpoint.core.errors import Unavailable
-from runpoint.core.keyring import Keyring
 from runpoint.core.types import (
     Checkpoint,
     KeyAnswer,
@@ -33,6 +32,9 @@ from runpoint.core.types import (
     SessionCheckpoint,
 )
 from runpoint.seams.retention import RetentionStore
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 
 class RunStore(Protocol):

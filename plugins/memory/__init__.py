@@ -6,15 +6,18 @@ it accepts."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from runpoint import hookimpl
-from runpoint.core.keyring import Keyring
 from runpoint.plugins.memory.events import MemoryEvents
 from runpoint.plugins.memory.keys import MemoryKeys
 from runpoint.plugins.memory.runs import MemoryRuns
 from runpoint.plugins.memory.sessions import MemorySessions
 from runpoint.plugins.memory.transcripts import MemoryTranscripts
 from runpoint.seams.storage import Resealed, StorageFactory
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 __all__ = ["MemoryStorage"]
 
