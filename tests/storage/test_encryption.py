@@ -13,12 +13,14 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from runpoint import hookimpl
 from runpoint.core.errors import ConfigurationError, Unreadable
 from runpoint.core.keyring import Keyring
 from runpoint.core.types import RunStatus, Segment, ToolCall
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 from runpoint.seams.model import ModelRequest, ModelResponse
 from runpoint.seams.storage import Encrypted
 
@@ -194,3 +196,37 @@ def test_a_bad_keyring_file_is_one_clear_line(
         Keyring.from_file(str(path))
     with pytest.raises(ConfigurationError, match="cannot read it"):
         Keyring.from_file(str(tmp_path / "missing"))
+
+
+class Kms:
+    """A plugin handing out keys, as a KMS would."""
+
+    def __init__(self, keys: dict[str, bytes]) -> None:
+        self.keys = keys
+
+    @hookimpl
+    def runpoint_encryption_keys(self) -> dict[str, bytes]:
+        return self.keys
+
+
+class OtherKms(Kms):
+    """A second one (a plugin's name is its class's)."""
+
+
+def test_a_plugin_supplies_the_keyring_unless_a_file_is_given(tmp_path: Path) -> None:
+    assert PluginHost().keyring() is None
+    from_kms = PluginHost([Kms({"kms-2": NEW, "kms-1": OLD})]).keyring()
+    assert from_kms is not None and from_kms.current == "kms-2"
+    sealed = from_kms.seal(b"{}", b"row")
+    assert Keyring({"kms-1": OLD, "kms-2": NEW}).open(sealed, b"row") == b"{}"
+    path = tmp_path / "keys"
+    path.write_text(f"file-1 {base64.b64encode(OLD).decode()}\n")
+    from_file = PluginHost([Kms({"kms-2": NEW})]).keyring(str(path))
+    assert from_file is not None and from_file.current == "file-1"
+    with pytest.raises(ConfigurationError, match="both register the encryption key 'k'"):
+        PluginHost([Kms({"k": OLD}), OtherKms({"k": NEW})])
+
+
+async def test_a_backend_that_cannot_encrypt_is_refused_a_keyring() -> None:
+    with pytest.raises(ConfigurationError, match="MemoryStorage cannot encrypt"):
+        Runpoint(AGENTS, database="memory:", keyring=keyring())
