@@ -4,11 +4,13 @@ it can be forgotten: a field has a column of its own, or is written once with th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from runpoint.core.errors import Unreadable
 from runpoint.core.types import Run
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs
@@ -88,16 +90,29 @@ def run_row(run: Run, codec: Codec) -> dict[str, Any]:
 
 def decode_runs(rows: Sequence[Sequence[Any]], codec: Codec) -> list[Run]:
     """Runs from rows of `COLUMNS`."""
-    return [
-        msgspec.structs.replace(
-            _decode_run(codec.open(data, runs.name, "data", run_id)),
-            **msgspec.structs.asdict(_decode_state(codec.open(state, runs.name, "state", run_id))),
-            revision=revision,
-            lease_owner=owner,
-            lease_expires_at=expires,
-            recoveries=recoveries,
-            cancel_requested=bool(cancel),  # SQLite says 0 or 1
-            hidden=bool(hidden),
-        )
-        for run_id, data, state, revision, owner, expires, recoveries, cancel, hidden in rows
-    ]
+    return [decode_run(row, codec) for row in rows]
+
+
+def readable_runs(rows: Sequence[Sequence[Any]], codec: Codec) -> list[Run]:
+    """`decode_runs` but for the rows that do not open (`Unreadable`, logged and counted
+    by the codec): for the scans that work through every run in the background (the
+    lease watch, retention), which one bad row must not stop for all the others."""
+    found = []
+    for row in rows:
+        with contextlib.suppress(Unreadable):
+            found.append(decode_run(row, codec))
+    return found
+
+
+def decode_run(row: Sequence[Any], codec: Codec) -> Run:
+    run_id, data, state, revision, owner, expires, recoveries, cancel, hidden = row
+    return msgspec.structs.replace(
+        _decode_run(codec.open(data, runs.name, "data", run_id)),
+        **msgspec.structs.asdict(_decode_state(codec.open(state, runs.name, "state", run_id))),
+        revision=revision,
+        lease_owner=owner,
+        lease_expires_at=expires,
+        recoveries=recoveries,
+        cancel_requested=bool(cancel),  # SQLite says 0 or 1
+        hidden=bool(hidden),
+    )

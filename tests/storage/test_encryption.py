@@ -135,7 +135,7 @@ async def test_a_ciphertext_moved_to_another_row_fails_and_the_others_serve(
     database: str,
 ) -> None:
     async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
-        first, second = await a_run(rp), await a_run(rp)
+        first, second, third = await a_run(rp), await a_run(rp), await a_run(rp)
     await swap(database, "runs", "state", "run_id = :k", first, second)
     await swap(database, "messages", "data", f"run_id = '{first}' AND idx = :k", 0, 3)
     async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
@@ -150,6 +150,9 @@ async def test_a_ciphertext_moved_to_another_row_fails_and_the_others_serve(
         # the rows not swapped still serve
         assert len(await rp.storage.read_messages([Segment(first, 1)], 3)) == 2
         assert (await rp.storage.read_messages([Segment(second, 0)], 4))[0].content == SECRETS[0]
+        # the background scans go on past them (retention, the lease watch)
+        finished, _ = await rp.storage.finished_runs(0, 10)
+        assert [r.run_id for r in finished] == [third]
 
 
 async def test_rows_in_the_clear_are_refused_once_encryption_is_done(database: str) -> None:
