@@ -97,7 +97,8 @@ async def rotation(database: str, runs: int) -> None:
         wall = time.perf_counter() - wall
     kind = database.split(":")[0]
     print(
-        f"rotation on {kind}: {done.resealed:,} rows in {wall:.2f} s: {done.resealed / wall:,.0f} rows/s"
+        f"rotation on {kind}: {done.resealed:,} rows in {wall:.2f} s: "
+        f"{done.resealed / wall:,.0f} rows/s"
     )
 
 
