@@ -38,10 +38,11 @@ class Keyring:
                 raise ConfigurationError(
                     f"key {key_id!r} is {len(key)} bytes; AES-256 keys are {KEY_BYTES}"
                 )
-        self._ciphers = {key_id: AESGCM(key) for key_id, key in keys.items()}
+        # by the header a document sealed under it starts with
+        self._ciphers = {_header(key_id): AESGCM(key) for key_id, key in keys.items()}
         self.current = next(iter(keys))
-        self._header = bytes([MAGIC, len(self.current.encode())]) + self.current.encode()
-        self._seal = self._ciphers[self.current].encrypt
+        self._header = _header(self.current)
+        self._seal = self._ciphers[self._header].encrypt
 
     @classmethod
     def from_file(cls, path: str) -> Keyring:
@@ -73,16 +74,20 @@ class Keyring:
         return self._header + nonce + self._seal(nonce, plain, aad)
 
     def open(self, sealed: bytes, aad: bytes) -> bytes:
-        key_id = key_id_of(sealed)
-        if key_id is None:
+        if not sealed or sealed[0] != MAGIC:
             raise Unopened("stored in the clear")
-        if (cipher := self._ciphers.get(key_id)) is None:
-            raise Unopened(f"sealed under key {key_id!r}, which the keyring does not hold")
         start = 2 + sealed[1]
+        if (cipher := self._ciphers.get(sealed[:start])) is None:
+            key_id = key_id_of(sealed)
+            raise Unopened(f"sealed under key {key_id!r}, which the keyring does not hold")
         try:
             return cipher.decrypt(sealed[start : start + _NONCE], sealed[start + _NONCE :], aad)
         except InvalidTag:
             raise Unopened("failed authentication (altered, or another row's)") from None
+
+
+def _header(key_id: str) -> bytes:
+    return bytes([MAGIC, len(key_id.encode())]) + key_id.encode()
 
 
 def key_id_of(stored: bytes) -> str | None:

@@ -60,7 +60,7 @@ async def stored_bytes(database: str) -> bytes:
     if database.startswith("sqlite"):
         path = make_url(database).database or ""
         return b"".join(Path(p).read_bytes() for p in glob.glob(f"{path}*"))  # noqa: ASYNC240
-    engine = create_async_engine(database.replace("postgresql://", "postgresql+asyncpg://"))
+    engine = create_async_engine(async_url(database))
     found = []
     async with engine.connect() as conn:
         tables = await conn.scalars(
@@ -73,6 +73,13 @@ async def stored_bytes(database: str) -> bytes:
     return b"\n".join(found)
 
 
+def async_url(database: str) -> str:
+    """The URL of `database` with its async driver."""
+    return database.replace("postgresql://", "postgresql+asyncpg://").replace(
+        "sqlite://", "sqlite+aiosqlite://"
+    )
+
+
 def holds(raw: bytes, said: str) -> bool:
     """Whether `said` is in `raw`, as itself or as PostgreSQL prints a BYTEA (hex)."""
     return said.encode() in raw or said.encode().hex().encode() in raw
@@ -81,11 +88,7 @@ def holds(raw: bytes, said: str) -> bool:
 async def swap(database: str, table: str, column: str, where: str, a: object, b: object) -> None:
     """Exchange the stored `column` of two rows of `table`, those `where` (with `:k`) finds
     for `a` and `b`."""
-    engine = create_async_engine(
-        database.replace("postgresql://", "postgresql+asyncpg://").replace(
-            "sqlite://", "sqlite+aiosqlite://"
-        )
-    )
+    engine = create_async_engine(async_url(database))
     async with engine.begin() as conn:
         read = text(f"SELECT {column} FROM {table} WHERE {where}")
         first = (await conn.execute(read, {"k": a})).scalar_one()
@@ -175,11 +178,6 @@ async def test_rows_in_the_clear_are_refused_once_encryption_is_done(database: s
     async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
         assert (await rp.get_run(clear)).run.content == SECRETS[2]
         assert (await rp.get_run(sealed)).run.content == SECRETS[2]
-
-
-def keys_file(path: Path, *keys: tuple[str, bytes]) -> str:
-    path.write_text("".join(f"{k} {base64.b64encode(v).decode()}\n" for k, v in keys))
-    return str(path)
 
 
 @pytest.mark.parametrize(
