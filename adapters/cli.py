@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from runpoint.adapters.db_commands import add_db_commands, backup, prune
+from runpoint.adapters.db_commands import add_db_commands, backup, prune, reseal
 from runpoint.adapters.serving import StartupError, is_loopback, opened, serve
 from runpoint.adapters.settings import Settings, add_options
 
@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(prune(args)))
     elif args.command == "db" and args.db_command == "backup":
         print(backup(args.db, args.path))
+    elif args.command == "db" and args.db_command in ("encrypt", "rotate-key"):
+        lines, status = reseal(args, encrypt=args.db_command == "encrypt")
+        print("\n".join(lines))
+        return status
     elif args.command == "db":
         upgrade_database(args.db)
         print(f"{args.db}: schema up to date")

@@ -85,10 +85,12 @@ def runpoint_for(settings: Settings) -> Runpoint:
     from runpoint.facade import Runpoint
     from runpoint.seams.host import PluginHost
 
+    host = PluginHost([RunLog(), *observers(traces=settings.otel)])
     return Runpoint(
         load_agents(settings.app),
         database=settings.db,
-        host=PluginHost([RunLog(), *observers(traces=settings.otel)]),
+        host=host,
+        keyring=host.keyring(settings.encryption_keys),
         lease_seconds=settings.lease_seconds,
         retention=retention_of(settings),
         sweep_seconds=settings.sweep_seconds,

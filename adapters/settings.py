@@ -108,6 +108,12 @@ class Settings:
     )
     sweep_seconds: float = setting(SWEEP_SECONDS, "seconds between retention sweeps")
     sweep_batch: int = setting(SWEEP_BATCH, "finished runs a retention sweep reads at most")
+    encryption_keys: str | None = setting(
+        None,
+        "a file of encryption keys ('id base64-key' a line, the sealing key first): "
+        "store what users, tools and models wrote encrypted",
+        variable="RUNPOINT_ENCRYPTION_KEYS_FILE",
+    )
     jwt_secret: str | None = setting(None, "accept HS256 JWTs signed with it", secret=True)
 
     @classmethod

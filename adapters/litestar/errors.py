@@ -30,6 +30,7 @@ from runpoint.core.errors import (
     RunpointError,
     StorageFull,
     Unavailable,
+    Unreadable,
 )
 
 from .embedding import route_path
@@ -50,6 +51,7 @@ STATUS: dict[type[RunpointError], tuple[int, str]] = {
     Conflict: (409, "CONFLICT"),
     Locked: (423, "LOCKED"),
     StorageFull: (507, "STORAGE_FULL"),
+    Unreadable: (500, "INTEGRITY_ERROR"),
     Unavailable: (503, "DATABASE_UNAVAILABLE"),
 }
 _HTTP_CODES = {

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import pluggy
@@ -28,6 +28,9 @@ from runpoint.seams.retention import Removed
 from runpoint.seams.runqueue import RunQueue, RunQueueFactory
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage, StorageFactory
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 NAME = "runpoint"
 # Comma-separated plugin names (entry-point names) that are not loaded.
@@ -45,6 +48,7 @@ REGISTRIES = {
     "runpoint_session_state": "session state",
     "runpoint_storage_backends": "storage",
     "runpoint_run_queues": "run queue",
+    "runpoint_encryption_keys": "encryption key",
 }
 REPLACEABLE = {"runpoint_run_queues"}
 # How many models the host keeps made: a continue may name any model string, so the oldest
@@ -202,6 +206,16 @@ class PluginHost:
                 f"sqlite:///PATH, postgresql://USER@HOST/NAME or memory:"
             )
         return factory(url)
+
+    def keyring(self, path: str | None = None) -> Keyring | None:
+        """The keys that encrypt what is stored: a file's (`Keyring.from_file`) if one is
+        named, else those plugins register (a KMS's), else none (nothing is encrypted)."""
+        from runpoint.core.keyring import Keyring  # cryptography: only when asked
+
+        if path is not None:
+            return Keyring.from_file(path)
+        keys: dict[str, bytes] = self._registry("runpoint_encryption_keys")
+        return Keyring(keys) if keys else None
 
     def queue(self, database: str) -> RunQueue | None:
         """The run queue for a database, if a plugin offers one (else runs execute in
