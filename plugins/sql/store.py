@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from runpoint.core.errors import StorageFull, Unavailable, needs_extra
 from runpoint.plugins.sql import migrate, outages
 from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.encryption import SqlEncryption
 from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
@@ -38,6 +39,7 @@ class SqlStorage(
     SqlIdempotencyKeys,
     SqlSecrets,
     SqlRetention,
+    SqlEncryption,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)
@@ -49,8 +51,10 @@ class SqlStorage(
 
     async def open(self) -> None:
         await self.db.open()
+        await self.watch_encryption()
 
     async def close(self) -> None:
+        await self.stop_watching()
         await self.db.close()
 
     async def pending_migrations(self) -> list[str]:
