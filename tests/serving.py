@@ -43,7 +43,7 @@ def await_health(
 
 
 @contextlib.contextmanager
-def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
+def serving(db: Path | str, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
     """`runpoint serve` (the demo agents) with these options on a free port of `host`."""
     port = free_port()
     command = shutil.which("runpoint", path=str(Path(sys.executable).parent))
@@ -54,7 +54,7 @@ def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        await_health(process, base_url)
+        await_health(process, base_url, seconds=60)  # a shared, busy machine starts slowly
         yield base_url
     finally:
         process.terminate()

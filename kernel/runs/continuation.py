@@ -220,9 +220,20 @@ class Continuation:
         # an earlier continue the batch still waits on): whoever executes it reads them
         # from the run. A concurrent continue of it (here or in another process) read the
         # same revision, and its claim now fails with Conflict.
+        was = run.status
         run.continue_with(len(new), decisions, request.model)
         self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.save(run, new, None, answering=idempotency.answering(claim, run.run_id))
+        try:
+            await self.storage.save(
+                run, new, None, answering=idempotency.answering(claim, run.run_id)
+            )
+        except Conflict:  # say what the winner changed, as the checks above would have
+            now = await self.storage.get_run(run.run_id)
+            state = "deleted" if now is None else f"{now.status.value} now"
+            raise Conflict(
+                f"run {run.run_id} is no longer {was.value.lower()}: another request "
+                f"continued it first (it is {state})"
+            ) from None
         return await self.executor.begin(
             agent,
             run,

@@ -1,7 +1,8 @@
 """Races between requests on one run or session, sent at once through two servers on one
-database (two apps, as two processes would be): each loser is told of the conflict (409,
-saying what changed), never a 400 for a request that was valid when it was sent, nor a
-500. Each race runs several rounds, so that its requests meet in different orders."""
+database, each race both ways: two apps in one process, and two `runpoint serve`
+processes. Each loser is told of the conflict (409, saying what changed), never a 400 for
+a request that was valid when it was sent, nor a 500. Each race runs several rounds, so
+that its requests meet in different orders."""
 
 from __future__ import annotations
 
@@ -13,24 +14,34 @@ from typing import Any
 
 import httpx
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters.litestar import create_app
 from runpoint.plugins.demo import agents
+from tests.serving import serving
 
-Client = AsyncTestClient[Litestar]
+Client = httpx.AsyncClient
 RUNS = "/agents/booking-agent/runs"
 ROUNDS = 4
 
 
-@pytest.fixture
-async def clients(database: str) -> AsyncIterator[tuple[Client, Client]]:
-    async with (
-        AsyncTestClient(create_app(agents, database=database)) as one,
-        AsyncTestClient(create_app(agents, database=database)) as two,
-    ):
-        yield one, two
+@pytest.fixture(params=["apps", "processes"])
+async def clients(
+    request: pytest.FixtureRequest, database: str
+) -> AsyncIterator[tuple[Client, Client]]:
+    if request.param == "apps":
+        async with (
+            AsyncTestClient(create_app(agents, database=database)) as one,
+            AsyncTestClient(create_app(agents, database=database)) as two,
+        ):
+            yield one, two
+        return
+    with serving(database) as first, serving(database) as second:
+        async with (
+            httpx.AsyncClient(base_url=first, timeout=60) as one,
+            httpx.AsyncClient(base_url=second, timeout=60) as two,
+        ):
+            yield one, two
 
 
 async def paused(client: Client) -> dict[str, Any]:
@@ -150,3 +161,32 @@ async def test_deletes_racing_a_follow_up_are_gone_or_a_conflict(
         )
         statuses = [a.status_code for a in answers]
         assert set(statuses) <= {200, 204, 404, 409}, [(a.status_code, a.text) for a in answers]
+
+
+async def test_cancels_racing_a_resume_are_a_conflict_or_win(
+    clients: tuple[Client, Client],
+) -> None:
+    for _ in range(ROUNDS):
+        run = await paused(clients[0])
+        answers = await asyncio.gather(
+            cancel(clients[0], run), cancel(clients[1], run), decide(clients[1], run)
+        )
+        assert_lost_as_conflicts(answers, {200})
+
+
+async def test_forks_racing_the_delete_of_their_session_are_made_gone_or_a_conflict(
+    clients: tuple[Client, Client],
+) -> None:
+    for _ in range(ROUNDS):
+        run = await paused(clients[0])
+        assert (await decide(clients[0], run)).status_code == 200
+        session = run["session_id"]
+        answers = await asyncio.gather(
+            clients[0].post(f"/agents/booking-agent/sessions/{session}/fork"),
+            clients[1].post(v2(f"{session}/fork"), json={}),
+            clients[1].delete(f"/sessions/{session}"),
+        )
+        statuses = [a.status_code for a in answers]
+        assert set(statuses) <= {200, 201, 204, 404, 409}, [
+            (a.status_code, a.text) for a in answers
+        ]
