@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import os
 import signal
 import subprocess
@@ -108,21 +109,25 @@ class Load:
     def __init__(self) -> None:
         self.runs = 0
         self.requests = 0
-        self.errors: dict[str, int] = {}
+        self.errors: collections.Counter[str] = collections.Counter()  # by status and text
 
     def count(self, answer: httpx.Response) -> httpx.Response:
         self.requests += 1
         if answer.status_code >= 400:
-            key = f"{answer.status_code} {answer.request.method} {answer.request.url.path}"
-            self.errors[key] = self.errors.get(key, 0) + 1
+            self.errors[f"{answer.status_code} {answer.request.method}: {answer.text[:200]}"] += 1
         return answer
 
     async def user(self, n: int, http: httpx.AsyncClient) -> None:
-        runs = "/agents/travel-agent/runs"
-        i = 0
         while True:
-            i += 1
-            form = {"message": f"u{n}-{i}: Paris, Tokyo and Lagos", "stream": "false"}
+            try:
+                await self.loop(n, http)
+            except httpx.HTTPError as exc:  # a timeout, say: counted, and the user goes on
+                self.errors[f"{type(exc).__name__}: {exc}"[:200]] += 1
+
+    async def loop(self, n: int, http: httpx.AsyncClient) -> None:
+        runs = "/agents/travel-agent/runs"
+        while True:
+            form = {"message": f"u{n}: Paris, Tokyo and Lagos", "stream": "false"}
             made = self.count(await http.post(runs, data=form))
             if made.status_code != 200:
                 await asyncio.sleep(0.5)
@@ -172,23 +177,24 @@ async def drive(args: argparse.Namespace, base_url: str, pid: int, holders: Path
             if args.trace and seconds == 60:
                 os.kill(pid, signal.SIGUSR1)
             elif args.trace and seconds in (300, ticks * int(args.every)):
-                await holders_of(pid, holders, seconds)
+                await asyncio.to_thread(holders_of, pid, holders, seconds)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
     five, last = figures.get(300), figures[max(figures)]
     if five:
         print(f"RSS at the end against minute 5: {last / five - 1:+.1%}")
-    print(f"errors: {load.errors or 'none'}")
+    for error, times in load.errors.most_common():
+        print(f"{times} x {error}")
 
 
-async def holders_of(pid: int, holders: Path, seconds: int) -> None:
+def holders_of(pid: int, holders: Path, seconds: int) -> None:
     """Ask the server for its holders and print them."""
     holders.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR2)
     while not holders.exists():
-        await asyncio.sleep(0.5)
-    await asyncio.sleep(0.5)  # written whole
+        time.sleep(0.5)
+    time.sleep(0.5)  # written whole
     print(f"held at {seconds // 60} min, allocated since minute 1:\n{holders.read_text()}")
 
 
