@@ -57,7 +57,7 @@ def serving(db: Path | str, *options: str, host: str = "127.0.0.1") -> Iterator[
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
-        await_health(process, base_url)
+        await_health(process, base_url, seconds=60)  # a shared, busy machine starts slowly
         yield base_url
     finally:
         process.terminate()

@@ -9,7 +9,9 @@ changes without a new revision). So the run as read with the request names each 
 one is served while the run reads back exactly as it was when the document was made. (A
 fork's documents hold its sources' messages and checkpoints, which its row does not follow:
 they are made on every request.) Each app keeps its own (`app.build` makes it, handlers
-name it), up to a budget of bytes, the least recently served dropped first."""
+name it), up to a budget of bytes, the least recently served dropped first. The budget
+counts all an entry holds: the document, the run's state kept to check it, and the key
+and bookkeeping around them."""
 
 from __future__ import annotations
 
@@ -19,7 +21,12 @@ import msgspec
 
 from runpoint.core.types import Run
 
-BUDGET = 64 * 2**20
+# enough for the documents of the runs being polled and read now (a few KB each), and a
+# fixed share of a process's memory however many runs it has served (docs/operations.md)
+BUDGET = 16 * 2**20
+# bytes an entry holds besides its state and document: its key, the tuples, the dict's
+# slot and the objects' headers (about 400 on CPython 3.11; rounded up)
+ENTRY = 512
 
 # the operation, the run's id, and what else the request names (a snapshot's index)
 Key = tuple[str, str, int]
@@ -42,14 +49,24 @@ class Documents:
         return kept[1]
 
     def keep(self, key: Key, run: Run, body: bytes) -> None:
-        if len(run.segments) != 1 or len(body) > self.budget:
+        state = _state(run)
+        if len(run.segments) != 1 or _cost(state, body) > self.budget:
             return
         self._drop(key)
-        self._kept[key] = (_state(run), body)
-        self._size += len(body)
+        self._kept[key] = (state, body)
+        self._size += _cost(state, body)
         while self._size > self.budget:
             self._drop(next(iter(self._kept)))
 
+    @property
+    def size(self) -> int:
+        """The bytes held, as counted against the budget."""
+        return self._size
+
     def _drop(self, key: Key) -> None:
         if (kept := self._kept.pop(key, None)) is not None:
-            self._size -= len(kept[1])
+            self._size -= _cost(*kept)
+
+
+def _cost(state: bytes, body: bytes) -> int:
+    return len(state) + len(body) + ENTRY

@@ -207,22 +207,35 @@ class Continuation:
         claim: KeyClaim | None,
     ) -> RunHandle:
         """Pick the run up again where it stopped, with a new input or a person's decisions."""
-        self.executor.refuse_active(run)
-        decisions = checked_decisions(agent, pending, request.tools or {})
-        if pending and request.input is not None:
-            raise InvalidRequest(
-                "the run is waiting for tool decisions; send `tools`, not a new input"
-            )
-        new = [Message(role="user", content=request.input)] if request.input is not None else []
-        if self.leases.is_held_elsewhere(run):
-            raise Conflict(f"run {run.run_id} is executing in another process")
-        # Claim the run, with its new input or the person's decisions (added to those of
-        # an earlier continue the batch still waits on): whoever executes it reads them
-        # from the run. A concurrent continue of it (here or in another process) read the
-        # same revision, and its claim now fails with Conflict.
-        run.continue_with(len(new), decisions, request.model)
-        self.executor.accept(run, background=request.background, stream=stream)
-        await self.storage.save(run, new, None, answering=idempotency.answering(claim, run.run_id))
+        was = run.status
+        try:
+            self.executor.refuse_active(run)
+            decisions = checked_decisions(agent, pending, request.tools or {})
+            if pending and request.input is not None:
+                raise InvalidRequest(
+                    "the run is waiting for tool decisions; send `tools`, not a new input"
+                )
+            new = [Message(role="user", content=request.input)] if request.input is not None else []
+            if self.leases.is_held_elsewhere(run):
+                raise Conflict(f"run {run.run_id} is executing in another process")
+            # Claim the run, with its new input or the person's decisions (added to those
+            # of an earlier continue the batch still waits on): whoever executes it reads
+            # them from the run. A concurrent continue of it (here or in another process)
+            # read the same revision, and its claim now fails with Conflict.
+            run.continue_with(len(new), decisions, request.model)
+            self.executor.accept(run, background=request.background, stream=stream)
+            answering = idempotency.answering(claim, run.run_id)
+            await self.storage.save(run, new, None, answering=answering)
+        except Conflict:
+            if was in IN_FLIGHT:  # it was executing (here, or in a process now gone)
+                raise
+            # it had stopped, and another request continued it first: say what it made of it
+            now = await self.storage.get_run(run.run_id)
+            state = "deleted" if now is None else f"{now.status.value} now"
+            raise Conflict(
+                f"run {run.run_id} is no longer {was.value.lower()}: another request "
+                f"continued it first (it is {state})"
+            ) from None
         return await self.executor.begin(
             agent,
             run,

@@ -10,6 +10,7 @@ import errno
 import sqlite3
 from collections.abc import Iterator
 
+from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
@@ -20,6 +21,20 @@ from runpoint.core.errors import StorageFull, Unavailable
 _GONE_STATES = ("08", "57P01", "57P02", "57P03", "53300")
 _FULL_STATE = "53100"
 _FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+# seconds a PostgreSQL statement may take before asyncpg cancels it and its request is
+# answered 503: a server that accepts connections but stalls (a network that stops
+# forwarding, a lock another session holds) does not hold a request, a probe or a run's
+# write for ever. Every statement is short (a run's rows by key, a batch of a sweep).
+STATEMENT_TIMEOUT = 10.0
+
+
+def statement_timeout(url: URL) -> tuple[URL, float]:
+    """The URL's `command_timeout` (asyncpg's name; seconds), else STATEMENT_TIMEOUT, and
+    the URL without it (asyncpg would send it to the server as a setting)."""
+    given = url.query.get("command_timeout")
+    seconds = float(given if isinstance(given, str) else STATEMENT_TIMEOUT)
+    return url.difference_update_query(["command_timeout"]), seconds
 
 
 def outage(exc: BaseException) -> Unavailable | None:

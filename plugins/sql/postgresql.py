@@ -23,14 +23,16 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy.pool import NullPool
 
 from runpoint.core.group_commit import GroupCommit
-from runpoint.plugins.sql import postgresql_appends, postgresql_saves
+from runpoint.plugins.sql import migrate, postgresql_appends, postgresql_saves
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import Compiled
 from runpoint.plugins.sql.database import Database, Save
+from runpoint.plugins.sql.outages import statement_timeout
 from runpoint.plugins.sql.readers import Readers
 from runpoint.plugins.sql.schema import (
     PARTIAL_INDEXES,
@@ -77,9 +79,11 @@ _KEYED_PLANS = {
 
 class PostgreSQL(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
+        url, command_timeout = statement_timeout(url)
         given = engine_options.pop("connect_args", {})
         settings = _KEYED_PLANS | given.get("server_settings", {})
-        connect_args = {"timeout": CONNECT_TIMEOUT} | given | {"server_settings": settings}
+        timeouts = {"timeout": CONNECT_TIMEOUT, "command_timeout": command_timeout}
+        connect_args = timeouts | given | {"server_settings": settings}
         engine_options.setdefault("pool_timeout", CONNECT_TIMEOUT)
         super().__init__(url, **engine_options, connect_args=connect_args)
         # reads connect as the engine does (its server settings, TLS): asyncpg takes what
@@ -91,6 +95,17 @@ class PostgreSQL(Database):
         self._born = GroupCommit(self._save_births)
         self._append_events = Compiled.of(postgresql_appends.statement(), self.dialect)
         self._births: dict[_Shape, Compiled] = {}
+
+    async def open(self) -> None:
+        # a migration may take longer than any request's statement (an index on a large
+        # table): on an engine of its own, without the statement timeout
+        if await migrate.pending(self.engine):
+            unbounded = self._connect_args | {"command_timeout": None}
+            engine = create_async_engine(self.url, connect_args=unbounded, poolclass=NullPool)
+            try:
+                await migrate.upgrade(engine)
+            finally:
+                await engine.dispose()
 
     @property
     def _dsn(self) -> str:

@@ -23,6 +23,7 @@ from pgqueuer.domain.settings import db_settings
 from pgqueuer.ports.driver import NotifyCallback
 from sqlalchemy.engine import make_url
 
+from runpoint.plugins.sql.outages import statement_timeout
 from runpoint.seams.runqueue import QueuedRun
 
 _decode = msgspec.json.Decoder(QueuedRun).decode
@@ -95,7 +96,8 @@ class _Driver(AsyncpgPoolDriver):
 
 class PgQueue:
     def __init__(self, url: str) -> None:
-        self.dsn = make_url(url).set(drivername="postgresql").render_as_string(False)
+        bare, self.command_timeout = statement_timeout(make_url(url))
+        self.dsn = bare.set(drivername="postgresql").render_as_string(False)
         self._pool: asyncpg.Pool | None = None
         self._queries: Queries | None = None
         self._manager: QueueManager | None = None
@@ -107,7 +109,9 @@ class PgQueue:
     ) -> None:
         # two connections at least: pgqueuer keeps one to LISTEN on. None kept open idle:
         # the pool would retry them (logging each try) while the database is down
-        self._pool = await asyncpg.create_pool(self.dsn, min_size=0, max_size=4, timeout=5)
+        self._pool = await asyncpg.create_pool(
+            self.dsn, min_size=0, max_size=4, timeout=5, command_timeout=self.command_timeout
+        )
         driver = _Driver(self._pool)
         self._queries = Queries(driver)
         if not agent_ids:

@@ -6,7 +6,9 @@ runs (some with an Idempotency-Key) and stream one.
   outage every answer that needs the database is a 503 with Retry-After, never a 500, and
   /ready names the database; afterwards, without a restart of runpoint, /ready is ready
   and background runs are taken from the run queue at once (not after their lease);
-- its connections cut mid-transaction by a TCP proxy between runpoint and PostgreSQL.
+- its connections cut mid-transaction by a TCP proxy between runpoint and PostgreSQL;
+- a lock held by another session, or a proxy that stops forwarding: no request waits
+  longer than a statement's timeout (and a connection's) for its 503.
 
 Either way no run is lost and no side-effecting call is put in doubt or run twice: the
 writes a process holds are retried until the database is back (the outage is shorter
@@ -20,9 +22,11 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
+from functools import partial
 from pathlib import Path
 
+import asyncpg
 import httpx
 import pytest
 
@@ -171,7 +175,8 @@ async def test_runs_outlive_postgresql_stopped_and_started_again(
 
 class CuttingProxy:
     """A TCP proxy in front of PostgreSQL that can cut every connection through it at
-    once, as a network fault does mid-transaction."""
+    once, as a network fault does mid-transaction, or stop forwarding (a network that
+    drops packets: connections stay open, nothing comes back)."""
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
@@ -179,6 +184,8 @@ class CuttingProxy:
         self.port = self.listener.getsockname()[1]
         self.pairs: list[tuple[socket.socket, socket.socket]] = []
         self.lock = threading.Lock()
+        self.flowing = threading.Event()
+        self.flowing.set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -193,10 +200,10 @@ class CuttingProxy:
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                self.flowing.wait()
                 sink.sendall(data)
         except OSError:
             pass
@@ -244,4 +251,62 @@ async def test_runs_outlive_their_connections_cut_mid_transaction(
             assert_no_call_in_doubt_or_twice(load, statuses, counter)
     finally:
         server.kill()
+        proxy.close()
+
+
+# the statement timeout the server is given (its URL's command_timeout): a statement
+# that gets no answer in time is given up, and its request answered 503
+STATEMENT_SECONDS = 1.0
+# at most, for such an answer: a connection's 5 s to open (CONNECT_TIMEOUT), a statement's
+# timeout and the rollback of its transaction, with room for a busy machine
+ANSWER_SECONDS = 15.0
+
+
+async def answered_in_time(request: Awaitable[httpx.Response], status: int) -> httpx.Response:
+    began = time.monotonic()
+    answer = await request
+    assert answer.status_code == status, answer.text
+    assert time.monotonic() - began < ANSWER_SECONDS
+    return answer
+
+
+async def test_a_database_that_stops_answering_holds_no_request_for_ever(
+    pg: postgres.TemporaryServer, tmp_path: Path
+) -> None:
+    """A lock another session holds, then a network that stops forwarding: each request
+    that waits on the database is answered 503 once its statement times out, and all is
+    well again once the database answers."""
+    proxy = CuttingProxy(pg.port)
+    through = pg.url.replace(f":{pg.port}/", f":{proxy.port}/")
+    server = started(f"{through}?command_timeout={STATEMENT_SECONDS}", tmp_path / "b.txt")
+    try:
+        async with httpx.AsyncClient(base_url=server.url, timeout=60) as http:
+            form = {"message": "job: Paris", "stream": "false"}
+            run = (await answered_in_time(http.post("/agents/booker/runs", data=form), 200)).json()
+            path = f"/agents/booker/runs/{run['run_id']}"
+            read = partial(http.get, path, params={"session_id": run["session_id"]})
+            locker = await asyncpg.connect(pg.url)
+            try:
+                async with locker.transaction():
+                    await locker.execute("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE")
+                    refused = await answered_in_time(read(), 503)
+                    assert refused.json()["error_code"] == "DATABASE_UNAVAILABLE"
+            finally:
+                await locker.close()
+            await answered_in_time(read(), 200)
+
+            proxy.flowing.clear()
+            await answered_in_time(read(), 503)
+            await answered_in_time(http.post("/agents/booker/runs", data=form), 503)
+            ready = await answered_in_time(http.get("/ready"), 503)
+            assert "TimeoutError" in ready.json()["checks"]["database"], ready.text
+            proxy.flowing.set()
+            back = time.monotonic()
+            while (await http.get("/ready")).status_code != 200:
+                assert time.monotonic() - back < ANSWER_SECONDS, "not ready again"
+                await asyncio.sleep(0.2)
+            await answered_in_time(read(), 200)
+    finally:
+        server.kill()
+        proxy.flowing.set()
         proxy.close()

@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import update
 
 from runpoint.adapters.litestar import build
+from runpoint.adapters.litestar.documents import ENTRY, Documents
 from runpoint.core.types import Decision, Message, Run, Segment, ToolCall
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents
@@ -262,3 +263,23 @@ async def test_a_listed_session_is_named_by_its_name_else_its_first_input(
     assert fork.session_id == source.session_id
     alone = (await client.get(f"/sessions/{source.session_id}")).json()
     assert alone["session_name"] == "Paris and Tokyo?"
+
+
+async def test_kept_documents_count_the_run_state_kept_with_them_against_their_budget(
+    rp: Runpoint,
+) -> None:
+    """A document is kept with the run's state it was made for: the budget counts both
+    (and each entry's bookkeeping), so what the cache holds stays within it."""
+    made = []
+    for city in ("Paris", "Tokyo", "Lagos"):
+        made.append(
+            await (await rp.create_run(CreateRun(agent_id="travel-agent", message=city))).result()
+        )
+    body = b"x" * 100
+    held = [len(msgspec.json.encode(run)) + len(body) + ENTRY for run in made]
+    documents = Documents(budget=max(held) + held[2] + 1)
+    for run in made:
+        documents.keep(("run", run.run_id, 0), run, body)
+    assert documents.size == held[1] + held[2] <= documents.budget
+    assert documents.get(("run", made[0].run_id, 0), made[0]) is None  # the least recent went
+    assert [documents.get(("run", r.run_id, 0), r) for r in made[1:]] == [body, body]
