@@ -23,6 +23,7 @@ from runpoint.durable.retention import Sweeper
 from runpoint.facade.runs import RunsFacade
 from runpoint.facade.sessions import SessionsFacade
 from runpoint.reads.queries import Queries
+from runpoint.runs.approvals import Approvals
 from runpoint.runs.commands import Commands, CreateRun, ForkSession
 from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Branch, ContinueRun
@@ -118,6 +119,7 @@ class Runpoint(RunsFacade, SessionsFacade):
         self.commands = Commands(
             context, self.executor, busy_session=busy_session, busy_timeout=busy_timeout
         )
+        self.approvals = Approvals(storage, self.agents, self.commands)
         self.sweeper = Sweeper(
             storage,
             self.host,
@@ -129,7 +131,11 @@ class Runpoint(RunsFacade, SessionsFacade):
 
     async def open(self) -> Runpoint:
         await self.storage.open()
-        await self.executor.open(execute_queued=self._execute_queued, recover=self._recover)
+        await self.executor.open(
+            execute_queued=self._execute_queued,
+            recover=self._recover,
+            each_beat=self.approvals.expire_due,
+        )
         self.sweeper.start()
         return self
 

@@ -31,6 +31,7 @@ from runpoint.core.types import (
     SessionCapture,
     SessionCheckpoint,
 )
+from runpoint.seams.approvals import ApprovalStore
 from runpoint.seams.retention import RetentionStore
 
 
@@ -286,6 +287,7 @@ class Storage(
     IdempotencyKeyStore,
     SecretStore,
     RetentionStore,
+    ApprovalStore,
     Protocol,
 ):
     """A storage backend: every role, opened once before use and closed after."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runpoint import hookimpl
+from runpoint.plugins.memory.approvals import MemoryApprovals
 from runpoint.plugins.memory.events import MemoryEvents
 from runpoint.plugins.memory.keys import MemoryKeys
 from runpoint.plugins.memory.runs import MemoryRuns
@@ -18,7 +19,9 @@ from runpoint.seams.storage import StorageFactory
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys):
+class MemoryStorage(
+    MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys, MemoryApprovals
+):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 
 

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.core.errors import StorageFull, Unavailable, needs_extra
 from runpoint.plugins.sql import migrate, outages
+from runpoint.plugins.sql.approvals import SqlApprovals
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
@@ -38,6 +39,7 @@ class SqlStorage(
     SqlIdempotencyKeys,
     SqlSecrets,
     SqlRetention,
+    SqlApprovals,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)
