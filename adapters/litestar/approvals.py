@@ -10,7 +10,9 @@ import msgspec
 from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, PauseType, RunStatus
 from runpoint.facade import Runpoint
 
+from .errors import HttpError
 from .handlers import Reply, agent_name, operation
+from .json_fields import holds_nul
 
 
 class Requirement(msgspec.Struct):
@@ -152,6 +154,8 @@ async def resolve_approval(
     resolved_by: str | None,
     resolution_data: dict[str, Any] | None,
 ) -> Reply:
+    if holds_nul(resolution_data):
+        raise HttpError(422, "VALIDATION_ERROR", "resolution_data must not contain U+0000 (NUL)")
     settled = await rp.approvals.resolve(approval_id, status, resolved_by, resolution_data)
     return await _out(rp, settled)
 

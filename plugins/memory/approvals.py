@@ -26,7 +26,9 @@ class MemoryApprovals(Tables):
     ) -> tuple[list[Approval], int]:
         wanted = {k: v for k, v in msgspec.structs.asdict(query).items() if v is not None}
         found = [
-            a for a in self._approvals.values() if all(getattr(a, k) == v for k, v in wanted.items())
+            a
+            for a in self._approvals.values()
+            if all(getattr(a, k) == v for k, v in wanted.items())
         ]
         found.sort(key=lambda a: (-a.created_at, a.id))
         return [copy(a) for a in found[offset : offset + limit]], len(found)

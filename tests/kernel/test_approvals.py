@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
@@ -19,7 +19,7 @@ from runpoint.plugins.demo import agents
 from runpoint.runs.approvals import EXPIRED
 from runpoint.seams.host import PluginHost
 
-Opener = Callable[..., "asyncio.Future[Runpoint]"]
+Open = Callable[..., Awaitable[Runpoint]]
 
 
 class Told:
@@ -38,14 +38,12 @@ async def told() -> Told:
 
 
 @pytest.fixture
-async def open_rp(database: str, told: Told) -> AsyncIterator[Callable[..., object]]:
+async def open_rp(database: str, told: Told) -> AsyncIterator[Open]:
     opened: list[Runpoint] = []
 
     async def open_(**agent_options: object) -> Runpoint:
         changed = [dataclasses.replace(a, **agent_options) for a in agents]  # type: ignore[arg-type]
-        rp = Runpoint(
-            changed, database=database, host=PluginHost([told]), lease_seconds=0.3
-        )
+        rp = Runpoint(changed, database=database, host=PluginHost([told]), lease_seconds=0.3)
         opened.append(await rp.open())
         return rp
 
@@ -75,7 +73,7 @@ async def settled_run(rp: Runpoint, run_id: str) -> Run:
     raise AssertionError(f"run {run_id} did not end")
 
 
-async def test_a_pause_is_an_approval_and_plugins_are_told(open_rp, told: Told) -> None:  # type: ignore[no-untyped-def]
+async def test_a_pause_is_an_approval_and_plugins_are_told(open_rp: Open, told: Told) -> None:
     rp = await open_rp()
     approval = await paused(rp)
     assert approval.status == "pending" and approval.pause_type == "confirmation"
@@ -87,7 +85,7 @@ async def test_a_pause_is_an_approval_and_plugins_are_told(open_rp, told: Told) 
     assert (await rp.approvals.get(approval.id)).run_id == approval.run_id
 
 
-async def test_resolving_approves_and_resumes_the_run(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_resolving_approves_and_resumes_the_run(open_rp: Open) -> None:
     rp = await open_rp()
     approval = await paused(rp)
     with tenancy.acting_as(Principal("default", "ana")):
@@ -103,7 +101,7 @@ async def test_resolving_approves_and_resumes_the_run(open_rp) -> None:  # type:
     assert await rp.approvals.count() == 0
 
 
-async def test_edited_arguments_and_a_rejection_note_apply_as_continue_does(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_edited_arguments_and_a_rejection_note_apply_as_continue_does(open_rp: Open) -> None:
     rp = await open_rp()
     edited = await paused(rp)
     with pytest.raises(InvalidArguments, match=r"arguments\.town is not a parameter"):
@@ -128,7 +126,7 @@ async def test_edited_arguments_and_a_rejection_note_apply_as_continue_does(open
     assert tool.result == "booked by phone"
 
 
-async def test_bad_resolutions_are_refused_before_anything(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_resolutions_are_refused_before_anything(open_rp: Open) -> None:
     rp = await open_rp()
     approval = await paused(rp)
     with pytest.raises(InvalidArguments, match="status"):
@@ -140,7 +138,7 @@ async def test_bad_resolutions_are_refused_before_anything(open_rp) -> None:  # 
     assert (await rp.queries.run(approval.run_id)).status is RunStatus.PAUSED
 
 
-async def test_a_run_that_went_on_without_its_approval_is_a_conflict(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_a_run_that_went_on_without_its_approval_is_a_conflict(open_rp: Open) -> None:
     rp = await open_rp()
     approval = await paused(rp)
     call = approval.calls[0].tool_call_id
@@ -149,7 +147,7 @@ async def test_a_run_that_went_on_without_its_approval_is_a_conflict(open_rp) ->
         await rp.approvals.resolve(approval.id, "approved", None)
 
 
-async def test_only_its_team_sees_and_decides_it(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_only_its_team_sees_and_decides_it(open_rp: Open) -> None:
     rp = await open_rp()
     approval = await paused(rp)
     with tenancy.acting_as(Principal("other")):
@@ -164,7 +162,7 @@ async def test_only_its_team_sees_and_decides_it(open_rp) -> None:  # type: igno
         await rp.approvals.get(approval.id)
 
 
-async def test_filters_and_pages(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_filters_and_pages(open_rp: Open) -> None:
     rp = await open_rp()
     first, second, third = [await paused(rp, c) for c in ("Paris", "Tokyo", "Lagos")]
     await rp.approvals.resolve(second.id, "approved", None)
@@ -177,7 +175,7 @@ async def test_filters_and_pages(open_rp) -> None:  # type: ignore[no-untyped-de
     assert total == 2 and {a.id for a in page} == {first.id, third.id}
 
 
-async def test_an_expired_approval_rejects_its_calls_with_a_reason(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_an_expired_approval_rejects_its_calls_with_a_reason(open_rp: Open) -> None:
     rp = await open_rp(approval_timeout=0.2)
     approval = await paused(rp)
     assert approval.expires_at is not None
@@ -192,7 +190,7 @@ async def test_an_expired_approval_rejects_its_calls_with_a_reason(open_rp) -> N
     }
 
 
-async def test_an_expired_approval_can_cancel_the_run(open_rp) -> None:  # type: ignore[no-untyped-def]
+async def test_an_expired_approval_can_cancel_the_run(open_rp: Open) -> None:
     rp = await open_rp(approval_timeout=0.2, approval_expiry="cancel")
     approval = await paused(rp)
     run = await settled_run(rp, approval.run_id)
