@@ -35,6 +35,7 @@ from . import (  # noqa: F401
     approvals,
     branches,
     inputs,
+    queue,
     reference,
     runs,
     session_checkpoints,

@@ -30,6 +30,7 @@ from runpoint.runs.continuation import Branch, ContinueRun
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
 from runpoint.runs.fan_out import FanOut
+from runpoint.runs.jobs import Jobs
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
@@ -120,6 +121,7 @@ class Runpoint(RunsFacade, SessionsFacade):
             context, self.executor, busy_session=busy_session, busy_timeout=busy_timeout
         )
         self.approvals = Approvals(storage, self.agents, self.commands)
+        self.jobs = Jobs(storage, self.commands)
         self.sweeper = Sweeper(
             storage,
             self.host,

@@ -32,6 +32,7 @@ from runpoint.core.types import (
     SessionCheckpoint,
 )
 from runpoint.seams.approvals import ApprovalStore
+from runpoint.seams.jobs import JobStore
 from runpoint.seams.retention import RetentionStore
 
 
@@ -288,6 +289,7 @@ class Storage(
     SecretStore,
     RetentionStore,
     ApprovalStore,
+    JobStore,
     Protocol,
 ):
     """A storage backend: every role, opened once before use and closed after."""

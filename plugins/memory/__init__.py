@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from runpoint import hookimpl
 from runpoint.plugins.memory.approvals import MemoryApprovals
 from runpoint.plugins.memory.events import MemoryEvents
+from runpoint.plugins.memory.jobs import MemoryJobs
 from runpoint.plugins.memory.keys import MemoryKeys
 from runpoint.plugins.memory.runs import MemoryRuns
 from runpoint.plugins.memory.sessions import MemorySessions
@@ -20,7 +21,13 @@ __all__ = ["MemoryStorage"]
 
 
 class MemoryStorage(
-    MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys, MemoryApprovals
+    MemorySessions,
+    MemoryRuns,
+    MemoryTranscripts,
+    MemoryEvents,
+    MemoryKeys,
+    MemoryApprovals,
+    MemoryJobs,
 ):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 

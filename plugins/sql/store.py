@@ -17,6 +17,7 @@ from runpoint.plugins.sql.approvals import SqlApprovals
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
+from runpoint.plugins.sql.jobs import SqlJobs
 from runpoint.plugins.sql.leases import SqlLeases
 from runpoint.plugins.sql.retention import SqlRetention
 from runpoint.plugins.sql.runs import SqlRuns
@@ -40,6 +41,7 @@ class SqlStorage(
     SqlSecrets,
     SqlRetention,
     SqlApprovals,
+    SqlJobs,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)
