@@ -10,6 +10,7 @@ import msgspec
 from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, PauseType, RunStatus
 from runpoint.facade import Runpoint
 
+from .catalog_wire import PageInfo
 from .errors import HttpError
 from .handlers import Reply, agent_name, operation
 from .json_fields import holds_nul
@@ -47,16 +48,9 @@ class ApprovalOut(msgspec.Struct):
     workflow_id: None = None
 
 
-class Meta(msgspec.Struct):
-    page: int
-    limit: int
-    total_pages: int
-    total_count: int
-
-
 class ApprovalPage(msgspec.Struct):
     data: list[ApprovalOut]
-    meta: Meta
+    meta: PageInfo
 
 
 class Count(msgspec.Struct):
@@ -125,8 +119,7 @@ async def list_approvals(
         session_id=session_id,
     )
     found, total = await rp.approvals.list(query, limit=limit, offset=(page - 1) * limit)
-    pages = (total + limit - 1) // limit
-    return ApprovalPage([await _out(rp, a) for a in found], Meta(page, limit, pages, total))
+    return ApprovalPage([await _out(rp, a) for a in found], PageInfo.of(page, limit, total))
 
 
 @operation

@@ -10,6 +10,7 @@ import msgspec
 from runpoint.core.types import Run, RunStatus
 from runpoint.facade import Runpoint
 
+from .catalog_wire import PageInfo
 from .handlers import Reply, operation
 
 JobStatus = Literal["queued", "running", "paused", "completed", "failed", "cancelled"]
@@ -46,16 +47,9 @@ class Job(msgspec.Struct):
     locked_at: None = None
 
 
-class Meta(msgspec.Struct):
-    page: int
-    limit: int
-    total_pages: int
-    total_count: int
-
-
 class JobPage(msgspec.Struct):
     data: list[Job]
-    meta: Meta
+    meta: PageInfo
 
 
 def job(rp: Runpoint, run: Run) -> Job:
@@ -84,8 +78,7 @@ async def list_queue_jobs(
 ) -> Reply:
     wanted = [s for s, named in STATUSES.items() if status is None or named == status]
     runs, total = await rp.jobs.list(wanted, limit=limit, offset=(page - 1) * limit)
-    pages = (total + limit - 1) // limit
-    return JobPage([job(rp, r) for r in runs], Meta(page, limit, pages, total))
+    return JobPage([job(rp, r) for r in runs], PageInfo.of(page, limit, total))
 
 
 @operation
