@@ -34,6 +34,7 @@ OWNED = (
     "session_ids",
     "run_id",
     "approval_id",
+    "job_id",
 )  # the inputs that name a team's things
 # inputs an operation needs beyond the things it names, by operation
 BODIES: dict[str, dict[str, Any]] = {
