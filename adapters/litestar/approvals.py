@@ -11,9 +11,7 @@ from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, PauseTy
 from runpoint.facade import Runpoint
 
 from .catalog_wire import PageInfo
-from .errors import HttpError
 from .handlers import Reply, agent_name, operation
-from .json_fields import holds_nul
 
 
 class Requirement(msgspec.Struct):
@@ -147,8 +145,6 @@ async def resolve_approval(
     resolved_by: str | None,
     resolution_data: dict[str, Any] | None,
 ) -> Reply:
-    if holds_nul(resolution_data):
-        raise HttpError(422, "VALIDATION_ERROR", "resolution_data must not contain U+0000 (NUL)")
     settled = await rp.approvals.resolve(approval_id, status, resolved_by, resolution_data)
     return await _out(rp, settled)
 
