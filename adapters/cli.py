@@ -7,11 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from runpoint.adapters.db_commands import add_db_commands, backup, prune
-from runpoint.adapters.serving import StartupError, database_url, is_loopback, opened, serve
+from runpoint.adapters.db_commands import add_db_commands, backup, prune, reseal
+from runpoint.adapters.serving import StartupError, is_loopback, opened, serve
 from runpoint.adapters.settings import Settings, add_options
 
-__all__ = ["database_url", "is_loopback", "main"]
+__all__ = ["is_loopback", "main"]
 
 
 def upgrade_database(db: str) -> None:
@@ -21,7 +21,7 @@ def upgrade_database(db: str) -> None:
     from runpoint.seams.host import PluginHost
 
     async def upgrade() -> None:
-        async with opened(PluginHost().storage(database_url(db)), db):
+        async with opened(PluginHost().storage(db), db):
             pass
 
     asyncio.run(upgrade())
@@ -37,7 +37,7 @@ def lock_session(db: str, session_id: str, lock: bool) -> str:
     from runpoint.seams.host import PluginHost
 
     async def change() -> str:
-        async with opened(PluginHost().storage(database_url(db)), db) as storage:
+        async with opened(PluginHost().storage(db), db) as storage:
             try:
                 if lock:
                     done = await storage.lock_session(session_id, "maintenance")
@@ -121,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(prune(args)))
     elif args.command == "db" and args.db_command == "backup":
         print(backup(args.db, args.path))
+    elif args.command == "db" and args.db_command in ("encrypt", "rotate-key"):
+        lines, status = reseal(args, encrypt=args.db_command == "encrypt")
+        print("\n".join(lines))
+        return status
     elif args.command == "db":
         upgrade_database(args.db)
         print(f"{args.db}: schema up to date")

@@ -1,5 +1,7 @@
 """`runpoint db prune` and `runpoint db backup`: retention once from the command line, and
-an online copy of a SQLite database (docs/operations.md, "Retention and backups")."""
+an online copy of a SQLite database (docs/operations.md, "Retention and backups");
+`runpoint db encrypt` and `runpoint db rotate-key`, online (docs/operations.md,
+"Encryption at rest")."""
 
 from __future__ import annotations
 
@@ -10,17 +12,21 @@ import dataclasses
 import os
 import sqlite3
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runpoint.adapters.serving import (
     StartupError,
-    database_url,
     load_agents,
     opened,
     retention_of,
 )
 from runpoint.adapters.settings import DEFAULTS, add_options
 
+if TYPE_CHECKING:
+    from runpoint.seams.storage import Resealed
+
 RETAIN = ("retain_runs", "retain_checkpoints", "retain_events")
+RESEAL_BATCH = 500
 
 
 def add_db_commands(db: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -30,6 +36,54 @@ def add_db_commands(db: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     backup = db.add_parser("backup", help="copy a SQLite database online, while it serves")
     backup.add_argument("path", help="the copy's file (written whole, or not at all)")
     add_options(backup, "db")
+    encrypt = db.add_parser("encrypt", help="encrypt the documents stored in the clear, online")
+    rotate = db.add_parser("rotate-key", help="seal every document under the keyring's first key")
+    rotate.add_argument(
+        "--check", action="store_true", help="change nothing: list the rows not under it"
+    )
+    for parser in (encrypt, rotate):
+        add_options(parser, "db", "encryption_keys")
+        parser.add_argument(
+            "--batch", type=int, default=RESEAL_BATCH, help="rows read and written at a time"
+        )
+
+
+def reseal(args: argparse.Namespace, *, encrypt: bool) -> tuple[list[str], int]:
+    """Seal the stored documents under the keyring's first key (`encrypt`: those in the
+    clear too): a line per row that would not, then what was done, and the exit status."""
+    from runpoint.seams.host import PluginHost
+    from runpoint.seams.storage import Encrypted
+
+    host = PluginHost()
+    keyring = host.keyring(args.encryption_keys)
+    if keyring is None:
+        raise StartupError(
+            "no keyring: give --encryption-keys (or $RUNPOINT_ENCRYPTION_KEYS_FILE), or "
+            "install a plugin that registers keys"
+        )
+    storage = host.storage(args.db)
+    if not isinstance(storage, Encrypted):
+        raise StartupError(f"--db {args.db}: this storage cannot encrypt")
+    storage.encrypt_with(keyring)
+    check = getattr(args, "check", False)
+
+    async def run() -> Resealed:
+        async with opened(storage, args.db):
+            return await storage.reseal(encrypt=encrypt, check=check, batch=args.batch)
+
+    done = asyncio.run(run())
+    key = repr(keyring.current)
+    if check:
+        summary = f"{len(done.problems)} stored documents are not under key {key}"
+    else:
+        summary = f"sealed {done.resealed} stored documents under key {key}"
+        if done.problems:
+            summary += f"; {len(done.problems)} could not be (listed above)"
+        elif encrypt:
+            summary += "; the database is encrypted: rows in the clear are refused from now on"
+        else:
+            summary += "; every one is under it: the other keys may be removed"
+    return [*done.problems, summary], 1 if done.problems else 0
 
 
 def prune(args: argparse.Namespace) -> list[str]:
@@ -46,7 +100,7 @@ def prune(args: argparse.Namespace) -> list[str]:
     host = PluginHost()
 
     async def sweep() -> list[str]:
-        async with opened(host.storage(database_url(args.db)), args.db) as storage:
+        async with opened(host.storage(args.db), args.db) as storage:
             sweeper = Sweeper(storage, host, server, agents)
             removed = await sweeper.sweep_all(dry_run=args.dry_run)
         verb = "would remove" if args.dry_run else "removed"
@@ -64,6 +118,8 @@ def backup(db: str, path: str) -> str:
     transaction (writers go on meanwhile, in WAL mode), into a temporary file beside
     `path`, renamed to it once complete, so a backup killed midway leaves no file there."""
     from sqlalchemy.engine import make_url
+
+    from runpoint.seams.host import database_url
 
     url = make_url(database_url(db))
     if url.get_backend_name() != "sqlite" or not url.database:

@@ -17,6 +17,7 @@ import msgspec
 from runpoint import hookimpl
 from runpoint.core.types import Checkpoint, Message, Run, Timing
 from runpoint.seams.retention import RETAINED, Removed
+from runpoint.seams.storage import Encrypted
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -43,6 +44,7 @@ class Instruments:
     queue_depth: Gauge
     recoveries: Counter
     storage_failures: Counter
+    integrity_failures: Counter
     checkpoint_seconds: Histogram
     model_seconds: Histogram
     tool_seconds: Histogram
@@ -98,6 +100,12 @@ class Instruments:
                 "Requests and writes that met the database down (unavailable) or its disk "
                 "full (full)",
                 ["kind"],
+                registry=r,
+            ),
+            integrity_failures=Counter(
+                "runpoint_integrity_failures",
+                "Stored rows of an encrypted database refused: in the clear, under a key "
+                "the keyring lacks, or failing authentication (each logged by its ids)",
                 registry=r,
             ),
             checkpoint_seconds=Histogram(
@@ -225,4 +233,8 @@ class Metrics:
             met = rp.outages.counts[kind]
             made.storage_failures.labels(kind).inc(met - self._failures.get(kind, 0))
             self._failures[kind] = met
+        if isinstance(rp.storage, Encrypted):
+            refused = rp.storage.refused
+            made.integrity_failures.inc(refused - self._failures.get("integrity", 0))
+            self._failures["integrity"] = refused
         return generate_latest(made.registry), CONTENT_TYPE_LATEST

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from runpoint.seams.storage import Storage
+from runpoint.core.keyring import Keyring
+from runpoint.seams.storage import Encrypted, Storage
 
 # Builds a new, unopened backend. Backends it builds may share their data (each check
 # uses fresh ids); for the `processes` capability they must.
@@ -36,13 +37,15 @@ class Capability(enum.StrEnum):
     SESSION_CHECKPOINTS = "session_checkpoints"
     IDEMPOTENCY = "idempotency"
     RETENTION = "retention"
-    # optional: several backends (processes) sharing one store; text with U+0000 (NUL)
+    # optional: several backends (processes) sharing one store; text with U+0000 (NUL);
+    # encryption at rest (`Encrypted`), each backend given a keyring of its own
     PROCESSES = "processes"
     NUL = "nul"
+    ENCRYPTION = "encryption"
 
     @property
     def optional(self) -> bool:
-        return self in (Capability.PROCESSES, Capability.NUL)
+        return self in (Capability.PROCESSES, Capability.NUL, Capability.ENCRYPTION)
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,8 @@ async def run(factory: BackendFactory, *, skip: Collection[str] = ()) -> Report:
     if required := sorted(c for c in skipped if not c.optional):
         raise ValueError(f"a backend must have every required capability: {required}")
     outcomes = []
-    for one in CHECKS:
+    # the encryption checks last: the rows they seal are under keys the others lack
+    for one in sorted(CHECKS, key=lambda c: c.capability is Capability.ENCRYPTION):
         if one.capability in skipped:
             outcomes.append(Outcome(one, "skipped"))
         else:
@@ -135,7 +139,9 @@ async def _run_check(one: Check, factory: BackendFactory) -> Outcome:
     backends = [factory() for _ in range(one.backends)]
     try:
         async with asyncio.timeout(CHECK_SECONDS):
-            for backend in backends:
+            for n, backend in enumerate(backends):
+                if one.capability is Capability.ENCRYPTION:
+                    encrypted(backend, n)
                 await backend.open()
             await one.function(*backends)
     except Exception as error:
@@ -144,6 +150,13 @@ async def _run_check(one: Check, factory: BackendFactory) -> Outcome:
         for backend in backends:
             await backend.close()
     return Outcome(one, "passed")
+
+
+def encrypted(backend: Storage, n: int) -> None:
+    """Give the `n`th backend of an encryption check its keyring: a key of its own."""
+    if not isinstance(backend, Encrypted):
+        raise AssertionError("the backend does not implement runpoint.seams.storage.Encrypted")
+    backend.encrypt_with(Keyring({f"key-{n}": bytes([n + 1]) * 32}))
 
 
 def _describe(error: Exception) -> str:

@@ -96,3 +96,15 @@ class ClaimLost(Exception):
     """A write was to answer an Idempotency-Key whose claim is its request's no longer (the
     claim's lease ran out and a retry took the key over): nothing was written. No client
     sees it: `runpoint.durable.idempotency` gives the request the retry's answer."""
+
+
+class Unreadable(RunpointError):
+    """A stored row that an encrypted database cannot serve as valid: in the clear, sealed
+    under a key the keyring lacks, or failing authentication (altered, or copied from
+    another row). The message names the row by its ids and what failed, never its
+    content; the other rows still serve (500, INTEGRITY_ERROR)."""
+
+    def __init__(self, row: str, reason: str) -> None:
+        super().__init__(f"stored row {row} cannot be read: {reason}")
+        self.row = row
+        self.reason = reason

@@ -14,8 +14,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Iterable
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from runpoint.core.errors import ConfigurationError
 from runpoint.durable import LEASE_SECONDS, SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
@@ -35,9 +36,12 @@ from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
 from runpoint.seams.runqueue import Watched
-from runpoint.seams.storage import Diagnosed, Migrated, Storage
+from runpoint.seams.storage import Diagnosed, Encrypted, Migrated, Storage
 from runpoint.sessions.checkpoints import SessionCheckpoints
 from runpoint.sessions.lifecycle import Sessions
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 __all__ = [
     "Branch",
@@ -68,9 +72,11 @@ class Runpoint(RunsFacade, SessionsFacade):
         retention: Retention | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
         sweep_batch: int = SWEEP_BATCH,
+        keyring: Keyring | None = None,
     ) -> None:
-        """Serve `agents` from `database` (a URL; its plugin also gives the run queue, if
-        it has one) or from `storage`.
+        """Serve `agents` from `database` (a SQLite file's path, `sqlite:///PATH`,
+        `postgresql://...` or `memory:`, read by `runpoint.seams.host.database_url`; its
+        plugin also gives the run queue, if it has one) or from `storage`.
 
         `busy_session` says what a new run in a session that has a run in flight
         does: fail with Conflict, or wait (up to `busy_timeout` seconds) for it.
@@ -84,7 +90,10 @@ class Runpoint(RunsFacade, SessionsFacade):
 
         `retention` is what finished runs keep how long (each agent's over it): a sweep
         every `sweep_seconds`, of `sweep_batch` runs at most (see
-        runpoint.durable.retention)."""
+        runpoint.durable.retention).
+
+        With a `keyring`, what users, tools and models wrote is stored encrypted (see
+        `runpoint.seams.storage.Encrypted`); a storage that cannot is refused."""
         self.host = host or PluginHost()
         agents = list(agents)
         for agent in agents:  # fail at start-up, not at the first run
@@ -98,6 +107,13 @@ class Runpoint(RunsFacade, SessionsFacade):
             queue = self.host.queue(database)
         else:
             queue = None
+        if keyring is not None:
+            if not isinstance(storage, Encrypted):
+                raise ConfigurationError(
+                    f"{type(storage).__name__} cannot encrypt what it stores: a keyring "
+                    "needs a storage that can (SQLite, PostgreSQL)"
+                )
+            storage.encrypt_with(keyring)
         self.storage = storage
         self._secrets: dict[str, bytes] = {}
         self._recover = recover

@@ -122,6 +122,15 @@ def runpoint_storage_backends() -> Mapping[str, StorageFactory]:
 
 
 @hookspec
+def runpoint_encryption_keys() -> Mapping[str, bytes]:
+    """Register encryption keys by id (32 bytes each, for AES-256-GCM), as a KMS would
+    hand them out: the first registered seals what is stored, every one opens it. Used
+    when no `--encryption-keys` file is given (see docs/operations.md, "Encryption at
+    rest")."""
+    raise NotImplementedError
+
+
+@hookspec
 def runpoint_run_queues() -> Mapping[str, RunQueueFactory]:
     """Register run queues by database URL scheme: background runs on such a database are
     handed out through the queue to any process (see `runpoint.seams.runqueue`)."""

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import pluggy
@@ -26,6 +28,9 @@ from runpoint.seams.retention import Removed
 from runpoint.seams.runqueue import RunQueue, RunQueueFactory
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage, StorageFactory
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 NAME = "runpoint"
 # Comma-separated plugin names (entry-point names) that are not loaded.
@@ -43,6 +48,7 @@ REGISTRIES = {
     "runpoint_session_state": "session state",
     "runpoint_storage_backends": "storage",
     "runpoint_run_queues": "run queue",
+    "runpoint_encryption_keys": "encryption key",
 }
 REPLACEABLE = {"runpoint_run_queues"}
 # How many models the host keeps made: a continue may name any model string, so the oldest
@@ -190,13 +196,34 @@ class PluginHost:
         """The registered state-capture objects, by name."""
         return self._registry("runpoint_session_state")
 
-    def storage(self, url: str) -> Storage:
-        factory: StorageFactory = self._lookup("runpoint_storage_backends", _scheme(url))
+    def storage(self, database: str) -> Storage:
+        """The storage of `database`, in any form `database_url` reads; a scheme no plugin
+        stores is a ConfigurationError that says which forms are."""
+        url = database_url(database)
+        backends = self._registry("runpoint_storage_backends")
+        factory: StorageFactory | None = backends.get(_scheme(url))
+        if factory is None:
+            raise ConfigurationError(
+                f"database {redacted(database)!r}: no storage named {_scheme(url)!r} "
+                f"(known: {', '.join(sorted(backends))}); give a SQLite file's path, "
+                f"sqlite:///PATH, postgresql://USER@HOST/NAME or memory:"
+            )
         return factory(url)
 
-    def queue(self, url: str) -> RunQueue | None:
+    def keyring(self, path: str | None = None) -> Keyring | None:
+        """The keys that encrypt what is stored: a file's (`Keyring.from_file`) if one is
+        named, else those plugins register (a KMS's), else none (nothing is encrypted)."""
+        from runpoint.core.keyring import Keyring  # cryptography: only when asked
+
+        if path is not None:
+            return Keyring.from_file(path)
+        keys: dict[str, bytes] = self._registry("runpoint_encryption_keys")
+        return Keyring(keys) if keys else None
+
+    def queue(self, database: str) -> RunQueue | None:
         """The run queue for a database, if a plugin offers one (else runs execute in
         the process that accepts them)."""
+        url = database_url(database)
         factory: RunQueueFactory | None = self._registry("runpoint_run_queues").get(_scheme(url))
         return factory(url) if factory else None
 
@@ -256,3 +283,23 @@ def _call(impl: pluggy.HookImpl, arguments: Mapping[str, Any]) -> Any:
 
 def _scheme(url: str) -> str:
     return urlsplit(url).scheme.split("+")[0]
+
+
+def database_url(database: str) -> str:
+    """The one reading of a database argument (`Runpoint`, `create_app`, `runpoint.open`,
+    `--db`): a URL as given (`sqlite:///...`, `postgresql://...`, `memory:`), or a file
+    path as a SQLite URL (a one-letter scheme is a Windows drive), whose directory must
+    exist."""
+    if len(urlsplit(database).scheme) > 1:
+        return database
+    path = Path(database).resolve()
+    if not path.parent.is_dir():
+        raise ConfigurationError(
+            f"database {database!r}: no directory {path.parent} for the SQLite file"
+        )
+    return f"sqlite:///{path}"
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, to say in a message."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)

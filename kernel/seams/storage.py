@@ -13,7 +13,7 @@ still its owner's and unanswered; if not, they write nothing and raise `ClaimLos
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
 from runpoint.core.errors import Unavailable
 from runpoint.core.types import (
@@ -34,6 +34,9 @@ from runpoint.core.types import (
 from runpoint.seams.approvals import ApprovalStore
 from runpoint.seams.jobs import JobStore
 from runpoint.seams.retention import RetentionStore
+
+if TYPE_CHECKING:
+    from runpoint.core.keyring import Keyring
 
 
 class RunStore(Protocol):
@@ -318,6 +321,36 @@ class Diagnosed(Protocol):
     async def probe(self) -> None:
         """Whether it serves (readiness): a read, and a write while writes have been
         failing for lack of space; raises what it meets."""
+
+
+class Resealed(NamedTuple):
+    """What a pass over the stored documents did: rows it sealed anew under the keyring's
+    first key, and the rows it could not (each `table(key).column: why`), or with
+    `check`, the rows that are not under that key."""
+
+    resealed: int
+    problems: list[str]
+
+
+@runtime_checkable
+class Encrypted(Protocol):
+    """Optional, for a backend that keeps what it stores at rest: it seals every document
+    a user, a tool or a model wrote with `keyring` (runpoint.core.keyring), bound to its
+    row, and refuses to serve one that does not open (`Unreadable`). A backend without
+    it is refused a keyring, rather than keeping documents in the clear."""
+
+    def encrypt_with(self, keyring: Keyring) -> None:
+        """Seal with `keyring` from now on; called before `open`."""
+
+    @property
+    def refused(self) -> int:
+        """The rows refused (`Unreadable`) since it opened."""
+
+    async def reseal(self, *, encrypt: bool, check: bool, batch: int) -> Resealed:
+        """Seal anew under the keyring's first key every document that is not, in bounded
+        batches that each commit (online: a row written meanwhile is left as written);
+        with `encrypt`, rows in the clear too, and the database is then recorded as
+        encrypted once none is left. With `check`, change nothing: list them."""
 
 
 # A storage backend is built from a database URL.

@@ -15,7 +15,8 @@ from runpoint.core import transcript
 from runpoint.core.types import Message, Run, Segment, Session
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.run_rows import run_row
-from runpoint.plugins.sql.schema import NO_END
+from runpoint.plugins.sql.schema import NO_END, messages
+from runpoint.plugins.sql.sealing import Codec
 
 
 class Births(NamedTuple):
@@ -34,7 +35,10 @@ class Births(NamedTuple):
 
 
 def births(
-    sessions: Sequence[Session], runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]]
+    sessions: Sequence[Session],
+    runs: Sequence[Run],
+    incoming: Mapping[str, Sequence[Message]],
+    codec: Codec,
 ) -> Births:
     """The rows of `sessions` and of the `runs` they start, with their input."""
     cursors = {s.session_id: s.event_seq for s in sessions}
@@ -42,7 +46,7 @@ def births(
     for run in runs:
         if run.session_id not in cursors:
             raise ValueError(f"run {run.run_id} does not start one of these sessions")
-        row = run_row(run)
+        row = run_row(run, codec)
         if new := incoming.get(run.run_id):
             first, place = run.message_count - len(new), cursors[run.session_id] + 1
             born_messages += [
@@ -50,7 +54,7 @@ def births(
                     "run_id": run.run_id,
                     "idx": first + n,
                     "role": m.role,
-                    "data": document(m),
+                    "data": codec.seal(document(m), messages.name, "data", run.run_id, first + n),
                     "event_seq": place + n,
                 }
                 for n, m in enumerate(new)

@@ -20,6 +20,7 @@ from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import compiled
 from runpoint.plugins.sql.schema import NO_END, messages, run_reads, runs, sessions
+from runpoint.plugins.sql.sealing import Codec
 
 __all__ = ["NO_END", "Database", "Save"]
 
@@ -45,6 +46,7 @@ class Database(abc.ABC):
         # single statements need no transaction: no BEGIN and COMMIT round trips
         self.autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.appends = GroupCommit(self.append_events)
+        self.codec = Codec()  # no keyring until one is given (`SqlStorage.seal_with`)
 
     async def open(self) -> None:
         await migrate.upgrade(self.engine)

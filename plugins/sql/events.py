@@ -15,6 +15,7 @@ from runpoint.core.types import Run, RunEvent
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import run_events
+from runpoint.plugins.sql.sealing import Codec
 
 
 class Stored(msgspec.Struct, array_like=True):
@@ -30,7 +31,7 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(list[Stored]).decode
 # each row holds an event past `after`, its last: `limit` rows hold `limit` events at least
 _READ = (
-    select(run_events.c.data)
+    select(run_events.c.seq, run_events.c.data)
     .where(run_events.c.run_id == bindparam("run"), run_events.c.seq > bindparam("after"))
     .order_by(run_events.c.seq)
     .limit(bindparam("limit"))
@@ -38,27 +39,28 @@ _READ = (
 _LAST = select(func.max(run_events.c.seq)).where(run_events.c.run_id == bindparam("run"))
 
 
-def event_rows(events: Sequence[RunEvent]) -> list[tuple[int, bytes]]:
-    """The row (last seq, document) of a batch of events, as `run_events` keeps it; none
-    for no events."""
+def event_rows(run_id: str, events: Sequence[RunEvent], codec: Codec) -> list[tuple[int, bytes]]:
+    """The row (last seq, document) of a batch of `run_id`'s events, as `run_events` keeps
+    it; none for no events."""
     if not events:
         return []
-    batch = [Stored(e.seq, e.event, e.created_at, e.data) for e in events]
-    return [(events[-1].seq, _encode(batch))]
+    batch = _encode([Stored(e.seq, e.event, e.created_at, e.data) for e in events])
+    return [(events[-1].seq, codec.seal(batch, run_events.name, "data", run_id, events[-1].seq))]
 
 
 class SqlEvents:
     db: Database
 
     async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
-        return await self.db.appends.submit(Append(run, event_rows(events)))
+        rows = event_rows(run.run_id, events, self.db.codec)
+        return await self.db.appends.submit(Append(run, rows))
 
     async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:
         rows = await self.db.read(_READ, {"run": run.run_id, "after": after, "limit": limit})
         ids = run.run_id, run.session_id, run.agent_id
         found: list[RunEvent] = []
-        for (data,) in rows:
-            for e in _decode(data):
+        for last, data in rows:
+            for e in _decode(self.db.codec.open(data, run_events.name, "data", run.run_id, last)):
                 # past what was read already: a seq stored in an earlier row stands
                 if e.seq > (found[-1].seq if found else after):
                     found.append(RunEvent(e.event, *ids, e.created_at, e.data, e.seq))

@@ -32,7 +32,7 @@ class SqlJobs:
             .limit(limit)
             .offset(offset)
         )
-        return decode_runs(await self.db.read(page)), int(total[0][0])
+        return decode_runs(await self.db.read(page), self.db.codec), int(total[0][0])
 
     async def count_runs_by_status(self, team_id: str) -> dict[RunStatus, int]:
         counts = (

@@ -10,7 +10,7 @@ from sqlalchemy import Select, bindparam, or_, select, update
 from runpoint.core.types import Run
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.locks import IN_FLIGHT
-from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs
+from runpoint.plugins.sql.run_rows import COLUMNS, readable_runs
 from runpoint.plugins.sql.schema import RUNS_IN_FLIGHT, runs, sessions
 
 # how many expired runs one call returns: the lease watch polls again for more
@@ -45,7 +45,7 @@ class SqlLeases:
         if not agent_ids:
             return []
         values = {"before": before} | {f"agent{i}": a for i, a in enumerate(sorted(agent_ids))}
-        return decode_runs(await self.db.read(_expired(len(agent_ids)), values))
+        return readable_runs(await self.db.read(_expired(len(agent_ids)), values), self.db.codec)
 
 
 @functools.lru_cache(maxsize=16)

@@ -18,7 +18,7 @@ from runpoint.plugins.sql.erase import (
     erase,
     read_ranges,
 )
-from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs
+from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, readable_runs
 from runpoint.plugins.sql.schema import checkpoints, run_events, runs, sessions
 from runpoint.seams.retention import FINISHED, Removed, removable
 
@@ -42,7 +42,8 @@ class SqlRetention:
 
     async def finished_runs(self, after: int, limit: int) -> tuple[list[Run], int]:
         rows = await self.db.read(_FINISHED_RUNS, {"after": after, "limit": limit})
-        return decode_runs([row[1:] for row in rows]), rows[-1][0] if len(rows) == limit else 0
+        found = readable_runs([row[1:] for row in rows], self.db.codec)
+        return found, rows[-1][0] if len(rows) == limit else 0
 
     async def remove_runs(self, run_ids: Sequence[str], *, dry_run: bool = False) -> Removed:
         if not run_ids:
@@ -60,7 +61,7 @@ class SqlRetention:
                 s for s, lock in await conn.execute(self.db.locking(locked)) if lock is None
             ]
             rows = await conn.execute(select(*COLUMNS).where(runs.c.session_id.in_(open_ids)))
-            every = decode_runs(rows.all())
+            every = decode_runs(rows.all(), self.db.codec)
             doomed = removable(every, set(run_ids))
             emptied = sorted(
                 {r.session_id for r in every}

@@ -4,14 +4,17 @@ it can be forgotten: a field has a column of its own, or is written once with th
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
+from runpoint.core.errors import Unreadable
 from runpoint.core.types import Run
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs
+from runpoint.plugins.sql.sealing import Codec
 
 # kept in columns of their own (read back over the documents)
 COLUMN_FIELDS = (
@@ -63,39 +66,53 @@ RunState = msgspec.defstruct(
     omit_defaults=True,
 )
 STATE_FIELDS: tuple[str, ...] = RunState.__struct_fields__
-COLUMNS = (runs.c.data, runs.c.state, *(runs.c[name] for name in COLUMN_FIELDS))
+COLUMNS = (runs.c.run_id, runs.c.data, runs.c.state, *(runs.c[name] for name in COLUMN_FIELDS))
 _decode_run = msgspec.json.Decoder(Run).decode
 _decode_state = msgspec.json.Decoder(RunState).decode
 
 
-def state_document(run: Run) -> bytes:
-    return document(RunState(**{name: getattr(run, name) for name in STATE_FIELDS}))
+def state_document(run: Run, codec: Codec) -> bytes:
+    state = document(RunState(**{name: getattr(run, name) for name in STATE_FIELDS}))
+    return codec.seal(state, runs.name, "state", run.run_id)
 
 
-def run_row(run: Run) -> dict[str, Any]:
+def run_row(run: Run, codec: Codec) -> dict[str, Any]:
     """The row a new run is inserted as."""
     return {
         "run_id": run.run_id,
         "session_id": run.session_id,
         "status": run.status.value,
         **{name: getattr(run, name) for name in COLUMN_FIELDS},
-        "data": document(run),
-        "state": state_document(run),
+        "data": codec.seal(document(run), runs.name, "data", run.run_id),
+        "state": state_document(run, codec),
     }
 
 
-def decode_runs(rows: Sequence[Sequence[Any]]) -> list[Run]:
+def decode_runs(rows: Sequence[Sequence[Any]], codec: Codec) -> list[Run]:
     """Runs from rows of `COLUMNS`."""
-    return [
-        msgspec.structs.replace(
-            _decode_run(data),
-            **msgspec.structs.asdict(_decode_state(state)),
-            revision=revision,
-            lease_owner=owner,
-            lease_expires_at=expires,
-            recoveries=recoveries,
-            cancel_requested=bool(cancel),  # SQLite says 0 or 1
-            hidden=bool(hidden),
-        )
-        for data, state, revision, owner, expires, recoveries, cancel, hidden in rows
-    ]
+    return [decode_run(row, codec) for row in rows]
+
+
+def readable_runs(rows: Sequence[Sequence[Any]], codec: Codec) -> list[Run]:
+    """`decode_runs` but for the rows that do not open (`Unreadable`, logged and counted
+    by the codec): for the scans that work through every run in the background (the
+    lease watch, retention), which one bad row must not stop for all the others."""
+    found = []
+    for row in rows:
+        with contextlib.suppress(Unreadable):
+            found.append(decode_run(row, codec))
+    return found
+
+
+def decode_run(row: Sequence[Any], codec: Codec) -> Run:
+    run_id, data, state, revision, owner, expires, recoveries, cancel, hidden = row
+    return msgspec.structs.replace(
+        _decode_run(codec.open(data, runs.name, "data", run_id)),
+        **msgspec.structs.asdict(_decode_state(codec.open(state, runs.name, "state", run_id))),
+        revision=revision,
+        lease_owner=owner,
+        lease_expires_at=expires,
+        recoveries=recoveries,
+        cancel_requested=bool(cancel),  # SQLite says 0 or 1
+        hidden=bool(hidden),
+    )

@@ -34,7 +34,7 @@ async def insert_runs(
 ) -> None:
     """Insert runs with their lineage; a run's incoming messages are then saved in the
     same transaction, exactly as `save` writes a boundary."""
-    await conn.execute(insert(runs), [run_row(r) for r in new_runs])
+    await conn.execute(insert(runs), [run_row(r, db.codec) for r in new_runs])
     if reads := read_rows(new_runs):
         await conn.execute(insert(run_reads), reads)
     for run in new_runs:
@@ -89,8 +89,8 @@ class SqlRuns:
         return run
 
     async def get_run(self, run_id: str) -> Run | None:
-        found = decode_runs(await self.db.read(_GET_RUN, {"id": run_id}))
+        found = decode_runs(await self.db.read(_GET_RUN, {"id": run_id}), self.db.codec)
         return found[0] if found else None
 
     async def list_runs(self, session_id: str) -> list[Run]:
-        return decode_runs(await self.db.read(_LIVE_RUNS, {"id": session_id}))
+        return decode_runs(await self.db.read(_LIVE_RUNS, {"id": session_id}), self.db.codec)

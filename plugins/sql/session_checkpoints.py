@@ -55,7 +55,7 @@ class SqlSessionCheckpoints:
                 .where(row)
                 .values(
                     data=document(checkpoint),
-                    capture=capture,
+                    capture=None if capture is None else self._seal(capture, checkpoint),
                 )
             )
             if capture is not None:  # what it captured is read while it stands
@@ -70,7 +70,16 @@ class SqlSessionCheckpoints:
 
     async def session_capture(self, checkpoint_id: str) -> SessionCapture | None:
         found = await self.db.read(_CAPTURE, {"id": checkpoint_id})
-        return _decode_capture(found[0][0]) if found and found[0][0] is not None else None
+        if not found or found[0][0] is None:
+            return None
+        return _decode_capture(
+            self.db.codec.open(found[0][0], session_checkpoints.name, "capture", checkpoint_id)
+        )
+
+    def _seal(self, capture: bytes, checkpoint: SessionCheckpoint) -> bytes:
+        return self.db.codec.seal(
+            capture, session_checkpoints.name, "capture", checkpoint.checkpoint_id
+        )
 
     async def list_session_checkpoints(
         self, session_id: str, *, limit: int, before: int | None

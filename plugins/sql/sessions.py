@@ -68,7 +68,7 @@ class SqlSessions:
         *,
         answering: KeyAnswer | None = None,
     ) -> None:
-        rows = births(sessions, runs, incoming)
+        rows = births(sessions, runs, incoming, self.db.codec)
         named = [s for s in sessions if s.session_name is not None]
         try:
             if answering is None and not named:  # a write of its own (database.py)
@@ -94,7 +94,8 @@ class SqlSessions:
 
     async def first_inputs(self, session_ids: Sequence[str]) -> dict[str, str | None]:
         ids = {f"id{i}": session_id for i, session_id in enumerate(session_ids)}
-        found = decode_runs(await self.db.read(_first_runs(len(ids)), ids)) if ids else []
+        rows = await self.db.read(_first_runs(len(ids)), ids) if ids else []
+        found = decode_runs(rows, self.db.codec)
         return {run.session_id: run.input for run in found}
 
     async def rename_session(self, session_id: str, name: str | None) -> bool:

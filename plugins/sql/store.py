@@ -15,6 +15,7 @@ from runpoint.core.errors import StorageFull, Unavailable, needs_extra
 from runpoint.plugins.sql import migrate, outages
 from runpoint.plugins.sql.approvals import SqlApprovals
 from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.encryption import SqlEncryption
 from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.jobs import SqlJobs
@@ -42,6 +43,7 @@ class SqlStorage(
     SqlRetention,
     SqlApprovals,
     SqlJobs,
+    SqlEncryption,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)
@@ -53,8 +55,10 @@ class SqlStorage(
 
     async def open(self) -> None:
         await self.db.open()
+        await self.watch_encryption()
 
     async def close(self) -> None:
+        await self.stop_watching()
         await self.db.close()
 
     async def pending_migrations(self) -> list[str]:

@@ -28,6 +28,7 @@ from runpoint.plugins.sql.events import event_rows
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
 from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
+from runpoint.plugins.sql.sealing import Codec
 
 _decode_message = msgspec.json.Decoder(Message).decode
 _decode_view = msgspec.json.Decoder(MessageView).decode
@@ -54,18 +55,28 @@ def encoded_save(
     run: Run,
     new_messages: Sequence[Message],
     checkpoint: Checkpoint | None,
+    codec: Codec,
     intents: Sequence[str] = (),
     events: Sequence[RunEvent] = (),
 ) -> Save:
-    """What `save` writes, encoded."""
+    """What `save` writes, encoded (and sealed, with a keyring)."""
     indexes = transcript.own_indexes(run, len(new_messages))
+    seal, run_id = codec.seal, run.run_id
     return Save(
         run,
-        state_document(run),
-        [(i, m.role, document(m)) for i, m in zip(indexes, new_messages, strict=True)],
-        None if checkpoint is None else (checkpoint.message_index, document(checkpoint)),
+        state_document(run, codec),
+        [
+            (i, m.role, seal(document(m), messages.name, "data", run_id, i))
+            for i, m in zip(indexes, new_messages, strict=True)
+        ],
+        None
+        if checkpoint is None
+        else (
+            checkpoint.message_index,
+            seal(document(checkpoint), checkpoints.name, "data", run_id, checkpoint.message_index),
+        ),
         intents,
-        event_rows(events),
+        event_rows(run_id, events, codec),
     )
 
 
@@ -84,7 +95,7 @@ async def write_save(
     checkpoint: Checkpoint | None,
 ) -> None:
     """`save` in a caller's transaction."""
-    saved(run, await db.write_save(conn, encoded_save(run, new_messages, checkpoint)))
+    saved(run, await db.write_save(conn, encoded_save(run, new_messages, checkpoint, db.codec)))
 
 
 class SqlTranscripts:
@@ -100,7 +111,7 @@ class SqlTranscripts:
         answering: KeyAnswer | None = None,
         events: Sequence[RunEvent] = (),
     ) -> None:
-        written = encoded_save(run, messages, checkpoint, intents, events)
+        written = encoded_save(run, messages, checkpoint, self.db.codec, intents, events)
         if answering is None:  # a write of its own, maybe with other runs' (database.py)
             saved(run, await self.db.save(written))
             return
@@ -129,7 +140,8 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_messages_in(len(ranges)), _range_values(ranges))
-        return [data for (data,) in rows]
+        open_ = self.db.codec.open
+        return [open_(data, messages.name, "data", run_id, i) for run_id, i, data in rows]
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         for s in reversed(segments):
@@ -148,15 +160,27 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
-        found = [_decode_checkpoint(data) for data, _ in rows]
-        for checkpoint, (_, seq) in zip(found, rows, strict=True):
+        open_ = self.db.codec.open
+        found = [
+            _decode_checkpoint(open_(data, checkpoints.name, "data", run_id, i))
+            for run_id, i, data, _ in rows
+        ]
+        for checkpoint, (*_, seq) in zip(found, rows, strict=True):
             checkpoint.event_seq = seq  # the row's, not the document's
         return found
 
     async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
         if not results:
             return
-        rows = [{"run": run_id, "call": r.tool_call_id, "document": document(r)} for r in results]
+        seal = self.db.codec.seal
+        rows = [
+            {
+                "run": run_id,
+                "call": r.tool_call_id,
+                "document": seal(document(r), tool_calls.name, "result", run_id, r.tool_call_id),
+            }
+            for r in results
+        ]
         async with self.db.write() as conn:  # one transaction, its rows sent at once
             await conn.execute(_RECORD_RESULT, rows)
 
@@ -167,7 +191,13 @@ class SqlTranscripts:
             return {}
         values = {"run": run_id} | {f"call{i}": c for i, c in enumerate(tool_call_ids)}
         rows = await self.db.read(_tool_records(len(tool_call_ids)), values)
-        return {i: None if r is None else _decode_message(r) for i, r in rows}
+        codec = self.db.codec
+        return {
+            i: None
+            if r is None
+            else _decode_message(codec.open(r, "tool_calls", "result", run_id, i))
+            for i, r in rows
+        }
 
 
 def _end(segment: Segment, upto: int | None) -> int:
@@ -198,20 +228,24 @@ def _in_ranges(
 
 # One statement object per number of ranges, so each is compiled once (see compiled.py).
 @functools.lru_cache(maxsize=64)
-def _messages_in(ranges: int) -> Select[tuple[bytes]]:
+def _messages_in(ranges: int) -> Select[tuple[str, int, bytes]]:
     m = messages.c
     where = _in_ranges(m.run_id, lambda lo, hi: and_(m.idx >= lo, m.idx < hi), ranges)
-    return select(m.data).where(where).order_by(m.idx)
+    return select(m.run_id, m.idx, m.data).where(where).order_by(m.idx)
 
 
 @functools.lru_cache(maxsize=64)
-def _checkpoints_in(ranges: int) -> Select[tuple[bytes, int]]:
+def _checkpoints_in(ranges: int) -> Select[tuple[str, int, bytes, int]]:
     # a segment's checkpoints lie in (start, end]: the one at a fork point is its source's
     c = checkpoints.c
     where = _in_ranges(
         c.run_id, lambda lo, hi: and_(c.message_index > lo, c.message_index <= hi), ranges
     )
-    return select(c.data, c.event_seq).where(where).order_by(c.message_index)
+    return (
+        select(c.run_id, c.message_index, c.data, c.event_seq)
+        .where(where)
+        .order_by(c.message_index)
+    )
 
 
 @functools.lru_cache(maxsize=64)

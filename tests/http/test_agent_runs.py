@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
+from runpoint.adapters.litestar import RunpointApp
 from tests.http.sse import parse
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 RUNS = "/agents/travel-agent/runs"
 
 

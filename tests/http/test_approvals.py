@@ -9,15 +9,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 from tests.http.conftest import bearer
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 RUNS = "/agents/booking-agent/runs"
 ADA, BOB = bearer("alpha-key"), bearer("beta-key")
 

@@ -10,18 +10,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 from runpoint.plugins.scripted import ScriptedModel, demo_turn
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.model import ModelRequest
 from tests.http.conftest import bearer
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 ADA, BOB = bearer("alpha-key"), bearer("beta-key")
 calls: Counter[str] = Counter()
 

@@ -16,6 +16,7 @@ from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.schema import messages, runs, sessions
+from runpoint.plugins.sql.sealing import Codec
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.retention import Retention
 
@@ -27,7 +28,9 @@ async def test_0015_keeps_what_a_fork_made_before_it_reads(database: str) -> Non
     source.message_count = 4
     fork = Run("b", "s", "travel-agent", RunStatus.COMPLETED, message_count=3)
     fork.segments = [Segment("a", 0, 2), Segment("b", 2)]
-    born = births([Session("s", "travel-agent")], [source, fork], {"a": said, "b": said[:1]})
+    born = births(
+        [Session("s", "travel-agent")], [source, fork], {"a": said, "b": said[:1]}, Codec()
+    )
     storage = SqlStorage(database)
     await migrate.upgrade(storage.engine, "0014")
     async with storage.engine.begin() as conn:

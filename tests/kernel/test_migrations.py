@@ -42,6 +42,7 @@ from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.schema import metadata
+from runpoint.plugins.sql.sealing import Codec
 from runpoint.plugins.sql.store import SqlStorage
 
 
@@ -299,7 +300,7 @@ async def test_a_database_at_0007_upgrades_without_losing_a_row(database: str) -
         segments=[Segment("r1", 0)],
         message_count=1,
     )
-    born = births([source, fork], [run], {"r1": [Message("user", "Paris?")]})
+    born = births([source, fork], [run], {"r1": [Message("user", "Paris?")]}, Codec())
     # the call's intent, then how it ended
     result = Message("tool", "2.1M", tool_call_id="call_1", tool_name="get_population")
     call = {"run_id": "r1", "tool_call_id": "call_1", "started_at": 1.0, "result": encode(result)}
@@ -365,7 +366,7 @@ async def test_a_database_at_0013_upgrades_with_its_documents_whole(database: st
         segments=[Segment("r1", 0)],
         message_count=2,
     )
-    born = births([Session("s1", "travel-agent")], [run], {"r1": said})
+    born = births([Session("s1", "travel-agent")], [run], {"r1": said}, Codec())
     for row in born.runs + born.messages:
         row["data"] = as_0013_kept(row["data"])
     for row in born.runs:

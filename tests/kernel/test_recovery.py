@@ -18,6 +18,7 @@ from runpoint import hookimpl
 from runpoint.core.types import Run, RunEvent, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.sql.events import event_rows
+from runpoint.plugins.sql.sealing import Codec
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.runs.tool_calls import SKIPPED
 from runpoint.seams.agent import Agent
@@ -117,7 +118,7 @@ class Watched(SqlStorage):
 async def appending(database: str, run: Run, event: RunEvent) -> AsyncIterator[None]:
     """An append of `run`'s writer under way (its run's row locked at its revision, its
     event inserted) from entry until exit, when it commits."""
-    [(seq, data)] = event_rows([event])
+    [(seq, data)] = event_rows(run.run_id, [event], Codec())
     if database.startswith("sqlite"):
         lite = sqlite3.connect(make_url(database).database or "", isolation_level=None)
         try:

@@ -1,0 +1,87 @@
+"""Encryption at rest in the SQL backend: the documents a user, a tool or a model wrote are
+sealed by the keyring (runpoint.core.keyring) as they are encoded, and opened as they are
+decoded; ids, statuses, timestamps and counts stay in their columns, in the clear.
+
+Each sealed column is named here with the key of its row (`SEALED`): the associated data
+of a ciphertext is its table, column and row key, the row's own (a fork reads its
+source's rows under the source's run id), so a ciphertext copied onto another row fails.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import NamedTuple
+
+from runpoint.core.errors import Unreadable
+from runpoint.core.keyring import MAGIC, Keyring, Unopened, key_id_of
+from runpoint.plugins.sql.schema import (
+    checkpoints,
+    messages,
+    run_events,
+    runs,
+    session_checkpoints,
+    tool_calls,
+)
+
+log = logging.getLogger("runpoint.encryption")
+
+# the `secrets` row that says `runpoint db encrypt` is under way: rows in the clear are
+# read as such only then
+UNDER_WAY = "encryption-under-way"
+
+
+class SealedColumns(NamedTuple):
+    table: str
+    key: tuple[str, ...]  # the row's primary key
+    columns: tuple[str, ...]
+
+
+SEALED = (
+    SealedColumns(runs.name, ("run_id",), ("data", "state")),
+    SealedColumns(messages.name, ("run_id", "idx"), ("data",)),
+    SealedColumns(checkpoints.name, ("run_id", "message_index"), ("data",)),
+    SealedColumns(run_events.name, ("run_id", "seq"), ("data",)),
+    SealedColumns(tool_calls.name, ("run_id", "tool_call_id"), ("result",)),
+    SealedColumns(session_checkpoints.name, ("checkpoint_id",), ("capture",)),
+)
+
+
+def aad(table: str, column: str, key: tuple[object, ...]) -> bytes:
+    return "\x00".join((table, column, *map(str, key))).encode()
+
+
+class Codec:
+    """Seals and opens one database's documents; without a keyring, keeps them as they are
+    (and refuses the sealed ones: they need the keyring)."""
+
+    def __init__(self, keyring: Keyring | None = None) -> None:
+        self.keyring = keyring
+        self.clear_ok = False  # `runpoint db encrypt` is under way: rows in the clear serve
+        self.failures = 0  # rows refused since start (see /metrics)
+
+    def seal(self, document: bytes, table: str, column: str, *key: object) -> bytes:
+        if self.keyring is None:
+            return document
+        return self.keyring.seal(document, aad(table, column, key))
+
+    def open(self, stored: bytes, table: str, column: str, *key: object) -> bytes:
+        if self.keyring is None:
+            if stored[:1] == _SEALED:
+                raise self._refused(table, key, column, "sealed, and no keyring was given")
+            return stored
+        if self.clear_ok and stored[:1] != _SEALED:
+            return stored
+        try:
+            return self.keyring.open(stored, aad(table, column, key))
+        except Unopened as exc:
+            raise self._refused(table, key, column, str(exc)) from None
+
+    def _refused(self, table: str, key: tuple[object, ...], column: str, why: str) -> Unreadable:
+        self.failures += 1
+        row = f"{table}({', '.join(map(str, key))}).{column}"
+        log.error("stored row %s cannot be read: %s", row, why)
+        return Unreadable(row, why)
+
+
+_SEALED = bytes([MAGIC])
+__all__ = ["SEALED", "UNDER_WAY", "Codec", "aad", "key_id_of"]

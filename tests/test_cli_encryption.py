@@ -1,0 +1,131 @@
+"""`runpoint db encrypt` and `runpoint db rotate-key`: online, in batches, and a kill midway
+loses nothing; a bad keyring file is one line and exit 2."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from runpoint.core.errors import Unreadable
+from runpoint.core.keyring import Keyring
+from runpoint.core.types import Segment
+from runpoint.facade import CreateRun, Runpoint
+from runpoint.plugins.demo import agents
+from runpoint.plugins.sql.schema import messages
+from tests.storage.test_encryption import NEW, OLD, async_url
+
+COMMAND = Path(sys.executable).parent / "runpoint"
+RUNS = 40
+
+
+def keys_file(path: Path, *keys: tuple[str, bytes]) -> str:
+    path.write_text("".join(f"{k} {base64.b64encode(v).decode()}\n" for k, v in keys))
+    return str(path)
+
+
+async def runpoint(*args: str) -> tuple[int, str, str]:
+    process = await asyncio.create_subprocess_exec(
+        COMMAND, *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await process.communicate()
+    return process.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "cannot read it"),
+        ("k1 " + base64.b64encode(b"short").decode(), "key 'k1' is 5 bytes"),
+    ],
+)
+@pytest.mark.parametrize("command", [("serve",), ("db", "rotate-key"), ("db", "encrypt")])
+async def test_a_bad_keyring_is_one_line_and_exit_2(
+    tmp_path: Path, content: str | None, said: str, command: tuple[str, ...]
+) -> None:
+    path = tmp_path / "keys"
+    if content is not None:
+        path.write_text(content)
+    db = str(tmp_path / "runpoint.db")
+    status, _, err = await runpoint(*command, "--db", db, "--encryption-keys", str(path))
+    assert status == 2
+    assert err.count("\n") == 1 and said in err, err
+
+
+async def under(database: str, key_id: str) -> int:
+    """How many message rows are sealed under `key_id`."""
+    engine = create_async_engine(async_url(database))
+    header = bytes([1, len(key_id)]) + key_id.encode()
+    async with engine.connect() as conn:
+        count = select(func.count()).where(func.substr(messages.c.data, 1, len(header)) == header)
+        found = int((await conn.execute(count)).scalar_one())
+    await engine.dispose()
+    return found
+
+
+async def test_a_rotation_killed_midway_loses_nothing_and_resumes(
+    database: str, tmp_path: Path
+) -> None:
+    async with Runpoint(agents, database=database, keyring=Keyring({"k1": OLD})) as rp:
+        made = [
+            await (
+                await rp.create_run(CreateRun(agent_id="travel-agent", message=f"city {n}"))
+            ).result()
+            for n in range(RUNS)
+        ]
+    both = keys_file(tmp_path / "both", ("k2", NEW), ("k1", OLD))
+    process = await asyncio.create_subprocess_exec(
+        COMMAND, "db", "rotate-key", "--db", database, "--encryption-keys", both, "--batch", "1"
+    )
+    # killed once it reseals messages: the runs done, the messages begun, the rest to do
+    while not await under(database, "k2"):
+        assert process.returncode is None, "the rotation ended before it was killed"
+        await asyncio.sleep(0.005)
+    process.send_signal(signal.SIGKILL)
+    assert await process.wait() == -signal.SIGKILL
+
+    # the old key removed too soon: its rows are the integrity error, and --check names them
+    new_only = keys_file(tmp_path / "new", ("k2", NEW))
+    status, out, _ = await runpoint(
+        "db", "rotate-key", "--check", "--db", database, "--encryption-keys", new_only
+    )
+    assert status == 1 and "under key 'k1'" in out
+    async with Runpoint(agents, database=database, keyring=Keyring({"k2": NEW})) as rp:
+        with pytest.raises(Unreadable, match="key 'k1', which the keyring does not hold"):
+            for run in made:
+                await rp.storage.read_messages([Segment(run.run_id, 0)], 9)
+
+    # both keys: every row reads; the rotation run again finishes the rest
+    async with Runpoint(agents, database=database, keyring=Keyring({"k2": NEW, "k1": OLD})) as rp:
+        for run in made:
+            assert (await rp.get_run(run.run_id)).messages[0].content == run.input
+    status, out, _ = await runpoint("db", "rotate-key", "--db", database, "--encryption-keys", both)
+    assert status == 0 and "the other keys may be removed" in out, out
+    status, out, _ = await runpoint(
+        "db", "rotate-key", "--check", "--db", database, "--encryption-keys", new_only
+    )
+    assert (status, out.strip()) == (0, "0 stored documents are not under key 'k2'")
+    async with Runpoint(agents, database=database, keyring=Keyring({"k2": NEW})) as rp:
+        for run in made:
+            detail = await rp.get_run(run.run_id)
+            assert detail.messages[0].content == run.input
+            assert detail.run.content == run.content
+
+
+async def test_db_encrypt_seals_what_was_in_the_clear(database: str, tmp_path: Path) -> None:
+    async with Runpoint(agents, database=database) as rp:
+        run = await (
+            await rp.create_run(CreateRun(agent_id="travel-agent", message="Quito"))
+        ).result()
+    keys = keys_file(tmp_path / "keys", ("k1", OLD))
+    status, out, _ = await runpoint("db", "encrypt", "--db", database, "--encryption-keys", keys)
+    assert status == 0 and "the database is encrypted" in out, out
+    assert await under(database, "k1") == run.message_count
+    async with Runpoint(agents, database=database, keyring=Keyring({"k1": OLD})) as rp:
+        assert (await rp.get_run(run.run_id)).messages[0].content == "Quito"
