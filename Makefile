@@ -28,11 +28,12 @@ $(SERVING): pyproject.toml | $(BIN)/python $(FILES)
 	$(PIP) install "setuptools>=77" -e '.$(if $(EXTRAS),[$(EXTRAS)])' $(STRICT)
 	touch $@ $(LINKED)
 
-# everything (runpoint[all]), the dev tools and the example plugin
-$(TESTING): pyproject.toml contrib/every_n_turns/pyproject.toml | $(BIN)/python $(FILES)
+# everything (runpoint[all]), the dev tools and the example plugins
+$(TESTING): pyproject.toml contrib/every_n_turns/pyproject.toml contrib/approval_webhook/pyproject.toml | $(BIN)/python $(FILES)
 	@echo "make: installing runpoint[dev] (every extra and the dev tools) into $(VENV)"
 	$(PIP) install "setuptools>=77" -e '.[dev]' $(STRICT)
 	$(PIP) install -e contrib/every_n_turns $(STRICT)
+	$(PIP) install -e contrib/approval_webhook $(STRICT)
 	touch $@ $(VENV)/.serving $(LINKED)
 
 # A strict editable install links each file of the packages: one added, renamed or removed

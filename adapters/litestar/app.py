@@ -31,7 +31,17 @@ from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 
 # each module of handlers registers them as it is imported
-from . import branches, inputs, reference, runs, session_checkpoints, sessions, sse  # noqa: F401
+from . import (  # noqa: F401
+    approvals,
+    branches,
+    inputs,
+    queue,
+    reference,
+    runs,
+    session_checkpoints,
+    sessions,
+    sse,
+)
 from .documents import Documents
 from .embedding import RunpointApp
 from .errors import EXCEPTION_HANDLERS, add_request_id

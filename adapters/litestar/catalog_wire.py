@@ -44,6 +44,19 @@ class PageMeta(msgspec.Struct):
     limit: int
 
 
+class PageInfo(msgspec.Struct):
+    """AgentOS's PaginationInfo: a page of `limit` items out of `total_count`."""
+
+    page: int
+    limit: int
+    total_pages: int
+    total_count: int
+
+    @classmethod
+    def of(cls, page: int, limit: int, total: int) -> PageInfo:
+        return cls(page, limit, (total + limit - 1) // limit, total)
+
+
 class SessionPage(msgspec.Struct):
     data: list[SessionOut]
     meta: PageMeta

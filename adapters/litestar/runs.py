@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 from litestar import Response
 
-from runpoint.core.types import Approve, Decision, Reject, Run
+from runpoint.core.types import Approve, Decision, Reject, Run, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, RunHandle, Runpoint
 
 from . import catalog_wire, inputs, sse, wire
@@ -107,6 +107,35 @@ async def get_agent_run_events(
     point = next((p for p in (last_event_id, after) if p is not None), 0)
     found = await rp.follow(run_id, session_id=session_id, agent_id=agent_id, after=point)
     return sse.EventStream(found, events)
+
+
+@operation
+async def resume_agent_run_stream(
+    rp: Runpoint,
+    *,
+    agent_id: str,
+    run_id: str,
+    session_id: str | None,
+    last_event_index: int | None,
+    events: sse.Events,
+) -> Reply:
+    # AgentOS counts events from 0, the event log from 1: index i is the event of seq i + 1
+    after = 0 if last_event_index is None else last_event_index + 1
+    found = await rp.follow(run_id, session_id=session_id, agent_id=agent_id, after=after)
+    return sse.EventStream(found, events)
+
+
+@operation
+async def list_agent_runs(
+    rp: Runpoint, *, agent_id: str, session_id: str, status: RunStatus | None
+) -> Reply:
+    rp.agent(agent_id)  # an unknown agent is a 404
+    details = await rp.views.list_run_details(session_id)
+    return [
+        wire.run_detail(d, agent_name(rp, agent_id))
+        for d in details
+        if d.run.agent_id == agent_id and status in (None, d.run.status)
+    ]
 
 
 @operation

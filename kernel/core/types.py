@@ -2,6 +2,14 @@
 place for plugins (defined by what changes together: `runpoint.core.messages`,
 `runpoint.core.run`, `runpoint.core.session` and `runpoint.core.stamps`)."""
 
+from runpoint.core.approval import (
+    Approval,
+    ApprovalQuery,
+    ApprovalStatus,
+    ExpiryAction,
+    PauseType,
+    WaitingCall,
+)
 from runpoint.core.messages import (
     Approve,
     Args,
@@ -41,6 +49,9 @@ from runpoint.core.stamps import Timing, new_id, now, stopwatch
 
 __all__ = [
     "IN_FLIGHT",
+    "Approval",
+    "ApprovalQuery",
+    "ApprovalStatus",
     "Approve",
     "Args",
     "CallView",
@@ -48,11 +59,13 @@ __all__ = [
     "Decision",
     "Edit",
     "EditKind",
+    "ExpiryAction",
     "KeyAnswer",
     "KeyClaim",
     "Lease",
     "Message",
     "MessageView",
+    "PauseType",
     "Reject",
     "Role",
     "Rollback",
@@ -70,6 +83,7 @@ __all__ = [
     "ToolExecution",
     "ToolExecutionOf",
     "Usage",
+    "WaitingCall",
     "new_id",
     "now",
     "stopwatch",

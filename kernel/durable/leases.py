@@ -100,9 +100,12 @@ class Leases:
         active: Callable[[], Collection[str]],
         agents: Collection[str],
         claimed: Callable[[Run], Awaitable[object]],
+        also: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
         """Renew this process's leases and claim runs whose process died, forever: each
-        claimed run goes to `claimed`, RUNNING to be resumed, or ERROR if it was given up."""
+        claimed run goes to `claimed`, RUNNING to be resumed, or ERROR if it was given up.
+        `also` is more of the same at each beat: work that waits on the clock, done by
+        any live process (approvals past their time, see runpoint.runs.approvals)."""
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
@@ -112,6 +115,8 @@ class Leases:
                     self.renewed_until = until
                 for run in await self.storage.expired_runs(now(), agents):
                     await self._recover(run, claimed)
+                if also is not None:
+                    await also()
             except Exception:  # a lost database connection must not end the watch
                 log.exception("lease watch failed; retrying")
 

@@ -24,12 +24,14 @@ from runpoint.durable.retention import Sweeper
 from runpoint.facade.runs import RunsFacade
 from runpoint.facade.sessions import SessionsFacade
 from runpoint.reads.queries import Queries
+from runpoint.runs.approvals import Approvals
 from runpoint.runs.commands import Commands, CreateRun, ForkSession
 from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Branch, ContinueRun
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
 from runpoint.runs.fan_out import FanOut
+from runpoint.runs.jobs import Jobs
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
@@ -134,6 +136,8 @@ class Runpoint(RunsFacade, SessionsFacade):
         self.commands = Commands(
             context, self.executor, busy_session=busy_session, busy_timeout=busy_timeout
         )
+        self.approvals = Approvals(storage, self.agents, self.commands)
+        self.jobs = Jobs(storage, self.commands)
         self.sweeper = Sweeper(
             storage,
             self.host,
@@ -145,7 +149,11 @@ class Runpoint(RunsFacade, SessionsFacade):
 
     async def open(self) -> Runpoint:
         await self.storage.open()
-        await self.executor.open(execute_queued=self._execute_queued, recover=self._recover)
+        await self.executor.open(
+            execute_queued=self._execute_queued,
+            recover=self._recover,
+            each_beat=self.approvals.expire_due,
+        )
         self.sweeper.start()
         return self
 

@@ -64,6 +64,8 @@ class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     edits: list[EditRequest] = []
     model: str | None = None
     background: bool = False
+    # only if the run is in this status (else Conflict): a requeue resumes a failed run
+    expect: RunStatus | None = None
 
 
 def checked_decisions(
@@ -107,6 +109,10 @@ class Continuation:
         run it, with edited arguments perhaps; do not, saying why perhaps; or its result.
         """
         source = await self.source(request.run_id, request.session_id, request.agent_id)
+        if request.expect is not None and source.status is not request.expect:
+            raise Conflict(
+                f"run {source.run_id} is {source.status.value}, not {request.expect.value}"
+            )
         agent = self.queries.agent(source.agent_id)
         self._refuse_contradictions(request, source)
         index = await self._requested_boundary(request, source)

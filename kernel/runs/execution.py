@@ -19,12 +19,14 @@ import msgspec
 from runpoint.core import transcript
 from runpoint.core.group_commit import GroupCommit
 from runpoint.core.types import (
+    Approval,
     Decision,
     Message,
     Run,
     RunStatus,
     Timing,
     ToolCall,
+    WaitingCall,
     stopwatch,
 )
 from runpoint.runs import tool_calls
@@ -262,6 +264,17 @@ class Execution(BoundaryWriter):
         waiting = {c.id for c in tool_calls.undecided(self.agent, calls, self.decisions)} | set(
             self.run.in_doubt
         )
+        # the approval before the pause: a pause that was written always has its approval
+        approval = Approval.of(
+            self.run,
+            [
+                WaitingCall(c.id, c.name, c.arguments, c.id in self.run.in_doubt)
+                for c in calls
+                if c.id in waiting
+            ],
+            self.agent.approval_timeout,
+        )
+        await self.outlast(lambda: self.storage.add_approval(approval))
         self.event(
             "RunPaused",
             tools=[
@@ -273,6 +286,7 @@ class Execution(BoundaryWriter):
             ],
         )
         await self.save(checkpoint=None)
+        self.hook.runpoint_approval_requested(approval=approval, run=self.run)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 

@@ -75,14 +75,23 @@ class Executor:
         self._background: set[asyncio.Task[Any]] = set()
         self.streams = Streams(context.storage, POLL_SECONDS)
 
-    async def open(self, *, execute_queued: bool, recover: bool) -> None:
+    async def open(
+        self,
+        *,
+        execute_queued: bool,
+        recover: bool,
+        each_beat: Callable[[], Awaitable[object]] | None = None,
+    ) -> None:
         """Take this process's share of the queue (if `execute_queued`), and with `recover`
-        watch leases: renew this process's, resume runs whose process died."""
+        watch leases: renew this process's, resume runs whose process died, and do
+        `each_beat` (see `Leases.watch`)."""
         agent_ids = list(self.queries.agents)
         if self.queue is not None:
             await self.queue.open(agent_ids if execute_queued else [], self._take)
         if recover:
-            watch = self.leases.watch(lambda: list(self._active), agent_ids, self._recovered)
+            watch = self.leases.watch(
+                lambda: list(self._active), agent_ids, self._recovered, each_beat
+            )
             self._keep(asyncio.create_task(watch, name="lease watch"))
 
     async def close(self) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Literal, get_type_hints, overload
 
 import msgspec
 
+from runpoint.core.types import ExpiryAction
 from runpoint.seams.model import Model, ToolSchema
 from runpoint.seams.retention import Retention
 
@@ -131,6 +132,11 @@ class Agent:
     max_turns: int = 20
     # what of its finished runs is kept how long, over the server's (None: the server's)
     retention: Retention | None = None
+    # how long a paused run's approval waits for a person (seconds; None: for ever), and
+    # what then: its calls are rejected with the reason (the model reads it), or the run
+    # is cancelled (see runpoint.runs.approvals)
+    approval_timeout: float | None = None
+    approval_expiry: ExpiryAction = "reject"
 
     tool_map: dict[str, Tool] = field(init=False)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from runpoint import hookspec
-from runpoint.core.types import Checkpoint, Message, Run, Timing, ToolExecution
+from runpoint.core.types import Approval, Checkpoint, Message, Run, Timing, ToolExecution
 from runpoint.seams.model import ModelProvider
 from runpoint.seams.policy import CheckpointPolicyFactory
 from runpoint.seams.retention import Removed
@@ -82,6 +82,12 @@ def runpoint_run_finished(run: Run) -> None:
 def runpoint_run_recovered(run: Run) -> None:
     """This process claimed a run whose process died, to resume it (`run.recoveries`
     counts the times)."""
+
+
+@hookspec
+def runpoint_approval_requested(approval: Approval, run: Run) -> None:
+    """A run paused on calls that wait for a person: `approval` is what the inbox shows
+    (`GET /approvals/{id}`), for a plugin to tell people (a chat message, a webhook)."""
 
 
 @hookspec

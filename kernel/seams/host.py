@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 import pluggy
 
 from runpoint.core.errors import ConfigurationError
-from runpoint.core.types import Checkpoint, Message, Run, Timing, ToolExecution
+from runpoint.core.types import Approval, Checkpoint, Message, Run, Timing, ToolExecution
 from runpoint.seams import hookspecs
 from runpoint.seams.agent import Agent
 from runpoint.seams.model import Model, ModelProvider
@@ -113,6 +113,9 @@ class RunHooks:
 
     def runpoint_run_recovered(self, *, run: Run) -> None:
         self._notify("runpoint_run_recovered", run=run)
+
+    def runpoint_approval_requested(self, *, approval: Approval, run: Run) -> None:
+        self._notify("runpoint_approval_requested", approval=approval, run=run)
 
     def runpoint_retention_swept(self, *, removed: Removed, timing: Timing) -> None:
         self._notify("runpoint_retention_swept", removed=removed, timing=timing)

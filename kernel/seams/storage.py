@@ -31,6 +31,8 @@ from runpoint.core.types import (
     SessionCapture,
     SessionCheckpoint,
 )
+from runpoint.seams.approvals import ApprovalStore
+from runpoint.seams.jobs import JobStore
 from runpoint.seams.retention import RetentionStore
 
 if TYPE_CHECKING:
@@ -294,6 +296,8 @@ class Storage(
     IdempotencyKeyStore,
     SecretStore,
     RetentionStore,
+    ApprovalStore,
+    JobStore,
     Protocol,
 ):
     """A storage backend: every role, opened once before use and closed after."""

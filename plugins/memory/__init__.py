@@ -8,7 +8,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from runpoint import hookimpl
+from runpoint.plugins.memory.approvals import MemoryApprovals
 from runpoint.plugins.memory.events import MemoryEvents
+from runpoint.plugins.memory.jobs import MemoryJobs
 from runpoint.plugins.memory.keys import MemoryKeys
 from runpoint.plugins.memory.runs import MemoryRuns
 from runpoint.plugins.memory.sessions import MemorySessions
@@ -18,7 +20,15 @@ from runpoint.seams.storage import StorageFactory
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys):
+class MemoryStorage(
+    MemorySessions,
+    MemoryRuns,
+    MemoryTranscripts,
+    MemoryEvents,
+    MemoryKeys,
+    MemoryApprovals,
+    MemoryJobs,
+):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 
 

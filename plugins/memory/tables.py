@@ -17,6 +17,7 @@ import msgspec
 from runpoint.core import transcript
 from runpoint.core.errors import ClaimLost, Conflict, Locked, NotFound
 from runpoint.core.types import (
+    Approval,
     Checkpoint,
     KeyAnswer,
     KeyClaim,
@@ -75,6 +76,7 @@ class Tables:
         self._keys: dict[tuple[str, str], KeyRow] = {}
         self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
         self._secrets: dict[str, bytes] = {}
+        self._approvals: dict[str, Approval] = {}
         self._seq = itertools.count(1)
 
     async def open(self) -> None:

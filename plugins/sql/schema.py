@@ -185,3 +185,24 @@ session_checkpoints = Table(
     Column("capture", LargeBinary),  # the SessionCapture, once READY
     Index("ix_session_checkpoints_session_seq", "session_id", "seq"),
 )
+
+# Calls waiting for a person, one row per paused batch (see runpoint.core.approval): the
+# document beside the columns an inbox filters on; settled once, from 'pending'.
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("session_id", Text, nullable=False),
+    Column("agent_id", Text, nullable=False),
+    Column("team_id", Text, nullable=False),
+    Column("user_id", Text),
+    Column("status", String(16), nullable=False),
+    Column("pause_type", String(16), nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("expires_at", Float),
+    Column("data", LargeBinary, nullable=False),
+    Index("ix_approvals_team_created", "team_id", "created_at"),
+    Index("ix_approvals_run", "run_id"),
+    Index("ix_approvals_due", "status", "expires_at"),
+)

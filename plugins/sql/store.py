@@ -13,10 +13,12 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from runpoint.core.errors import StorageFull, Unavailable, needs_extra
 from runpoint.plugins.sql import migrate, outages
+from runpoint.plugins.sql.approvals import SqlApprovals
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.encryption import SqlEncryption
 from runpoint.plugins.sql.events import SqlEvents
 from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
+from runpoint.plugins.sql.jobs import SqlJobs
 from runpoint.plugins.sql.leases import SqlLeases
 from runpoint.plugins.sql.retention import SqlRetention
 from runpoint.plugins.sql.runs import SqlRuns
@@ -39,6 +41,8 @@ class SqlStorage(
     SqlIdempotencyKeys,
     SqlSecrets,
     SqlRetention,
+    SqlApprovals,
+    SqlJobs,
     SqlEncryption,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:

@@ -128,17 +128,23 @@ def random_bodies(seed: int, count: int) -> list[Body]:
 
 
 # every operation that takes a body: both dialects' creates, continue, forks and fan-out, and
-# AgentOS's session operations (create, update, rename, delete several)
+# AgentOS's session operations (create, update, rename, delete several), resolving an
+# approval and resuming a run's stream
 WITH_BODY = [(op.method, op.path) for op in operations(document()) if op.body_types]
 
 
 @pytest.mark.parametrize(("method", "template"), WITH_BODY)
 async def test_no_hostile_body_is_a_5xx(client: Client, method: str, template: str) -> None:
-    assert len(WITH_BODY) == 9
+    assert len(WITH_BODY) == 11
     created = await client.post(
         "/agents/travel-agent/runs", data={"message": "Paris", "stream": "false"}
     )
     ids = {"agent_id": "travel-agent"} | created.json()  # run_id, session_id
+    if "{approval_id}" in template:  # a paused run's approval, pending while it is fuzzed
+        booking = {"message": "Book Paris", "stream": "false"}
+        paused = (await client.post("/agents/booking-agent/runs", data=booking)).json()
+        inbox = await client.get("/approvals", params={"run_id": paused["run_id"]})
+        ids["approval_id"] = inbox.json()["data"][0]["id"]
     path = re.sub(r"\{(\w+)\}", lambda name: str(ids[name[1]]), template)
     for content_type, body in HOSTILE + random_bodies(seed=15, count=40):
         headers = {"content-type": content_type} if content_type else {}

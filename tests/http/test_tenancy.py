@@ -28,7 +28,13 @@ pytestmark = pytest.mark.memory  # storage is not the subject here
 Client = AsyncTestClient[RunpointApp]
 ALPHA, BETA = bearer("alpha-key"), bearer("beta-key")
 SECRET = "alpha-secret-7731"  # in alpha's message: no answer to beta may contain it
-OWNED = ("session_id", "session_ids", "run_id")  # the inputs that name a team's things
+OWNED = (
+    "session_id",
+    "session_ids",
+    "run_id",
+    "approval_id",
+    "job_id",
+)  # the inputs that name a team's things
 # inputs an operation needs beyond the things it names, by operation
 BODIES: dict[str, dict[str, Any]] = {
     "create_agent_run": {"message": "Paris", "stream": False},
@@ -37,6 +43,7 @@ BODIES: dict[str, dict[str, Any]] = {
     "rename_session": {"session_name": "beta's now"},
     "update_session": {"session_name": "beta's now"},
     "delete_sessions": {"session_types": ["agent"]},
+    "resolve_approval": {"status": "approved"},
 }
 
 
@@ -90,8 +97,23 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
         "message_index": 3,
         "checkpoint_id": captured.json()["checkpoint"]["checkpoint_id"],
     }
+    booking = await client.post(
+        "/agents/booking-agent/runs",
+        data={"message": "Book Paris", "stream": "false"},
+        headers=ALPHA,
+    )
+    inbox = await client.get(
+        "/approvals", params={"run_id": booking.json()["run_id"]}, headers=ALPHA
+    )
+    alpha["approval_id"] = inbox.json()["data"][0]["id"]
+    alpha["job_id"] = alpha["run_id"]
     alpha["session_ids"] = [alpha["session_id"]]
-    missing = alpha | {"session_id": str(uuid.uuid4()), "run_id": str(uuid.uuid4())}
+    missing = alpha | {
+        "session_id": str(uuid.uuid4()),
+        "run_id": str(uuid.uuid4()),
+        "approval_id": str(uuid.uuid4()),
+    }
+    missing["job_id"] = missing["run_id"]
     missing["session_ids"] = [missing["session_id"]]
     before = [
         (await client.get(path, headers=ALPHA)).json()
@@ -106,6 +128,9 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
             assert answer.is_success, where
             assert run["session_id"] not in answer.text, where
             assert run["run_id"] not in answer.text, where
+            continue
+        if op.operation_id == "list_approvals":  # a filter naming it: nothing listed
+            assert answer.status_code == 200 and answer.json()["data"] == [], where
             continue
         if op.path.startswith("/v2/"):  # the session dialect says so (seed 003)
             assert answer.status_code == 403, where

@@ -300,7 +300,8 @@ def test_runpoint_plugins_lists_the_plugins_their_hooks_and_names(
     monkeypatch.setenv("RUNPOINT_DISABLE_PLUGINS", "openai,anthropic")
     assert main(["plugins"]) == 0
     listed = capsys.readouterr().out
-    assert listed.startswith("every_n_turns  (runpoint-every-n-turns 0.1.0)\n")
+    assert listed.startswith("approval_webhook  (runpoint-approval-webhook 0.1.0)\n")
+    assert "\nevery_n_turns  (runpoint-every-n-turns 0.1.0)\n" in listed
     assert "\npolicies  (runpoint 0.1.0)\n  runpoint_checkpoint_policies: runs, tool-batch\n" in (
         listed
     )

@@ -81,6 +81,8 @@ export const api = {
     json(path`/agents/${agentId}/runs/${runId}/checkpoints/${index}?session_id=${sessionId}`),
   diff: (agentId, runId, sessionId, otherRunId) =>
     json(path`/agents/${agentId}/runs/${runId}/diff?session_id=${sessionId}&other_run_id=${otherRunId}`),
+  approvals: () => json("/approvals?status=pending&limit=100"),
+  resolveApproval: (approvalId, body) => json(path`/approvals/${approvalId}/resolve`, post(body)),
   forkSession: (agentId, sessionId) =>
     json(path`/agents/${agentId}/sessions/${sessionId}/fork`, { method: "POST" }),
 

@@ -7,6 +7,7 @@ import { setUpSignOut } from "./credentials.js";
 import { decisionForm } from "./decisions.js";
 import { empty, errorBox, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
 import { editActions } from "./edits.js";
+import { loadInbox } from "./inbox.js";
 import { checkpointLabel, LiveRun, timelineStrip, transcript } from "./transcript.js";
 import { lineageText, renderRunTree, renderSessions, runForest } from "./tree.js";
 
@@ -465,7 +466,7 @@ async function stream({ title, events, submit, errors }) {
   }
   const mine = state.live === live;
   if (FINAL_EVENTS.has(last)) {
-    await loadSessions();
+    await Promise.all([loadSessions(), refreshInbox()]);
     if (mine) go(href.run(sessionId, runId), "run-title", true);
     return;
   }
@@ -534,11 +535,41 @@ function setUpNewRun() {
   });
 }
 
+// -- the approvals inbox ----------------------------------------------------------------
+
+function refreshInbox() {
+  return loadInbox($("inbox"), {
+    open: (a) => href.run(a.session_id, a.run_id),
+    // its run resumed on the server, in the background: show it once it stops again
+    resolved: async (a) => {
+      await refreshInbox();
+      await stopped(a.agent_id, a.run_id, a.session_id);
+      await Promise.all([loadSessions(), refreshInbox()]);
+      go(href.run(a.session_id, a.run_id), "run-title", true);
+    },
+  });
+}
+
+// Waits (a while at most) for a run resumed in the background to stop: completed, failed,
+// or paused again.
+async function stopped(agentId, runId, sessionId) {
+  for (let tries = 0; tries < 120; tries++) {
+    try {
+      const run = await api.run(agentId, runId, sessionId);
+      if (run.status !== "PENDING" && run.status !== "RUNNING") return;
+    } catch {
+      return; // the run panel says what is wrong
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
 // -- start ------------------------------------------------------------------------------
 
 setUpNewRun();
 setUpSignOut();
 $("sessions-refresh").addEventListener("click", loadSessions);
+$("inbox-refresh").addEventListener("click", refreshInbox);
 window.addEventListener("hashchange", () => route());
-await Promise.all([loadAgents(), loadSessions()]);
+await Promise.all([loadAgents(), loadSessions(), refreshInbox()]);
 await route();
