@@ -20,6 +20,7 @@ from runpoint.durable import LEASE_SECONDS, SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
 from runpoint.durable.retention import Sweeper
+from runpoint.durable.schedules import SCHEDULE_SECONDS, Scheduler
 from runpoint.facade.runs import RunsFacade
 from runpoint.facade.sessions import SessionsFacade
 from runpoint.reads.queries import Queries
@@ -29,6 +30,7 @@ from runpoint.runs.continuation import Branch, ContinueRun
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
 from runpoint.runs.fan_out import FanOut
+from runpoint.runs.schedules import Schedules
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
@@ -66,6 +68,8 @@ class Runpoint(RunsFacade, SessionsFacade):
         retention: Retention | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
         sweep_batch: int = SWEEP_BATCH,
+        schedule: bool = True,
+        schedule_seconds: float = SCHEDULE_SECONDS,
     ) -> None:
         """Serve `agents` from `database` (a URL; its plugin also gives the run queue, if
         it has one) or from `storage`.
@@ -82,7 +86,11 @@ class Runpoint(RunsFacade, SessionsFacade):
 
         `retention` is what finished runs keep how long (each agent's over it): a sweep
         every `sweep_seconds`, of `sweep_batch` runs at most (see
-        runpoint.durable.retention)."""
+        runpoint.durable.retention).
+
+        With `schedule`, this process fires the schedules' due ticks (a pass every
+        `schedule_seconds`) and settles their runs, as every other such process does:
+        each tick fires once (see runpoint.durable.schedules)."""
         self.host = host or PluginHost()
         agents = list(agents)
         for agent in agents:  # fail at start-up, not at the first run
@@ -126,14 +134,26 @@ class Runpoint(RunsFacade, SessionsFacade):
             batch=sweep_batch,
             every=sweep_seconds,
         )
+        self.schedules = Schedules(storage, self.host, self.commands, self.agents)
+        self.scheduler = Scheduler(
+            storage,
+            self.host,
+            self.schedules.fire,
+            self.schedules.settle,
+            every=schedule_seconds,
+        )
+        self._schedule = schedule
 
     async def open(self) -> Runpoint:
         await self.storage.open()
         await self.executor.open(execute_queued=self._execute_queued, recover=self._recover)
         self.sweeper.start()
+        if self._schedule:
+            self.scheduler.start()
         return self
 
     async def close(self) -> None:
+        await self.scheduler.stop()
         await self.sweeper.stop()
         await self.executor.close()
         await self.storage.close()

@@ -32,6 +32,7 @@ from runpoint.core.types import (
     SessionCheckpoint,
 )
 from runpoint.seams.retention import RetentionStore
+from runpoint.seams.schedules import ScheduleStore
 
 
 class RunStore(Protocol):
@@ -286,6 +287,7 @@ class Storage(
     IdempotencyKeyStore,
     SecretStore,
     RetentionStore,
+    ScheduleStore,
     Protocol,
 ):
     """A storage backend: every role, opened once before use and closed after."""

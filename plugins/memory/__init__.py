@@ -11,6 +11,7 @@ from runpoint import hookimpl
 from runpoint.plugins.memory.events import MemoryEvents
 from runpoint.plugins.memory.keys import MemoryKeys
 from runpoint.plugins.memory.runs import MemoryRuns
+from runpoint.plugins.memory.schedules import MemorySchedules
 from runpoint.plugins.memory.sessions import MemorySessions
 from runpoint.plugins.memory.transcripts import MemoryTranscripts
 from runpoint.seams.storage import StorageFactory
@@ -18,7 +19,9 @@ from runpoint.seams.storage import StorageFactory
 __all__ = ["MemoryStorage"]
 
 
-class MemoryStorage(MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys):
+class MemoryStorage(
+    MemorySessions, MemoryRuns, MemoryTranscripts, MemoryEvents, MemoryKeys, MemorySchedules
+):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 
 

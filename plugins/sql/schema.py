@@ -185,3 +185,37 @@ session_checkpoints = Table(
     Column("capture", LargeBinary),  # the SessionCapture, once READY
     Index("ix_session_checkpoints_session_seq", "session_id", "seq"),
 )
+
+# Schedules (runpoint.core.schedule): the document, and beside it what the firing loop
+# queries and moves on by itself (`enabled`, `next_run_at`: the columns are the truth).
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("schedule_id", String(64), primary_key=True),
+    Column("team_id", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("next_run_at", Float),
+    Column("data", LargeBinary, nullable=False),
+    Index("ix_schedules_team_created", "team_id", "created_at"),
+    Index("ix_schedules_next_run_at", "next_run_at"),
+)
+
+# The runs schedules fired: one per (schedule, tick), its attempts counted (migration 0018).
+schedule_runs = Table(
+    "schedule_runs",
+    metadata,
+    Column("schedule_id", String(64), primary_key=True),
+    Column("tick", Float, primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("attempt_at", Float, nullable=False),
+    Column("settled", Boolean, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    Index(
+        "ix_schedule_runs_unsettled",
+        "attempt_at",
+        sqlite_where=text("NOT settled"),
+        postgresql_where=text("NOT settled"),
+    ),
+)

@@ -19,6 +19,7 @@ from runpoint.plugins.sql.idempotency import SqlIdempotencyKeys
 from runpoint.plugins.sql.leases import SqlLeases
 from runpoint.plugins.sql.retention import SqlRetention
 from runpoint.plugins.sql.runs import SqlRuns
+from runpoint.plugins.sql.schedules import SqlSchedules
 from runpoint.plugins.sql.schema import secrets
 from runpoint.plugins.sql.secrets import SqlSecrets
 from runpoint.plugins.sql.session_checkpoints import SqlSessionCheckpoints
@@ -38,6 +39,7 @@ class SqlStorage(
     SqlIdempotencyKeys,
     SqlSecrets,
     SqlRetention,
+    SqlSchedules,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)
