@@ -31,7 +31,16 @@ from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 
 # each module of handlers registers them as it is imported
-from . import branches, inputs, reference, runs, session_checkpoints, sessions, sse  # noqa: F401
+from . import (  # noqa: F401
+    branches,
+    inputs,
+    reference,
+    runs,
+    schedules,
+    session_checkpoints,
+    sessions,
+    sse,
+)
 from .documents import Documents
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS
