@@ -117,7 +117,10 @@ async def fired_out(rp: Runpoint, fired: ScheduleRun) -> ScheduleRunOut:
 
 
 def _agent_of(endpoint: str) -> str:
-    return endpoint.removeprefix(_PREFIX).removesuffix(_SUFFIX)
+    agent_id = endpoint.removeprefix(_PREFIX).removesuffix(_SUFFIX)
+    if endpoint != f"{_PREFIX}{agent_id}{_SUFFIX}" or not agent_id or "/" in agent_id:
+        raise InvalidArguments(f"endpoint: {endpoint!r} is not /agents/{{agent_id}}/runs")
+    return agent_id
 
 
 def _fields(given: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,12 @@ pytestmark = pytest.mark.memory  # storage is not the subject here
 Client = AsyncTestClient[Litestar]
 ALPHA, BETA = bearer("alpha-key"), bearer("beta-key")
 SECRET = "alpha-secret-7731"  # in alpha's message: no answer to beta may contain it
-OWNED = ("session_id", "session_ids", "run_id")  # the inputs that name a team's things
+OWNED = (
+    "session_id",
+    "session_ids",
+    "run_id",
+    "schedule_id",
+)  # the inputs that name a team's things
 # inputs an operation needs beyond the things it names, by operation
 BODIES: dict[str, dict[str, Any]] = {
     "create_agent_run": {"message": "Paris", "stream": False},
@@ -38,6 +43,12 @@ BODIES: dict[str, dict[str, Any]] = {
     "rename_session": {"session_name": "beta's now"},
     "update_session": {"session_name": "beta's now"},
     "delete_sessions": {"session_types": ["agent"]},
+    "create_schedule": {
+        "name": "beta-own",
+        "endpoint": "/agents/travel-agent/runs",
+        "payload": {"message": "Lagos"},
+    },
+    "update_schedule": {"name": "betas-now"},
 }
 
 
@@ -92,7 +103,21 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
         "checkpoint_id": captured.json()["checkpoint"]["checkpoint_id"],
     }
     alpha["session_ids"] = [alpha["session_id"]]
-    missing = alpha | {"session_id": str(uuid.uuid4()), "run_id": str(uuid.uuid4())}
+    schedule = await client.post(
+        "/schedules",
+        json={
+            "name": "alpha",
+            "endpoint": "/agents/travel-agent/runs",
+            "payload": {"message": SECRET},
+        },
+        headers=ALPHA,
+    )
+    alpha["schedule_id"] = schedule.json()["id"]
+    missing = alpha | {
+        "session_id": str(uuid.uuid4()),
+        "run_id": str(uuid.uuid4()),
+        "schedule_id": str(uuid.uuid4()),
+    }
     missing["session_ids"] = [missing["session_id"]]
     before = [
         (await client.get(path, headers=ALPHA)).json()
