@@ -12,8 +12,6 @@ from litestar import Response
 
 from runpoint.core.errors import InvalidArguments
 from runpoint.core.schedule import Schedule, ScheduleRun
-
-
 from runpoint.core.types import IN_FLIGHT, RunStatus, new_id
 from runpoint.facade import Runpoint
 
