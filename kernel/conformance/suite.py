@@ -36,6 +36,7 @@ class Capability(enum.StrEnum):
     SESSION_CHECKPOINTS = "session_checkpoints"
     IDEMPOTENCY = "idempotency"
     RETENTION = "retention"
+    SCHEDULES = "schedules"
     # optional: several backends (processes) sharing one store; text with U+0000 (NUL)
     PROCESSES = "processes"
     NUL = "nul"
