@@ -77,6 +77,13 @@ export const api = {
     json(path`/agents/${agentId}/runs/${runId}/checkpoints/${index}?session_id=${sessionId}`),
   diff: (agentId, runId, sessionId, otherRunId) =>
     json(path`/agents/${agentId}/runs/${runId}/diff?session_id=${sessionId}&other_run_id=${otherRunId}`),
+  schedules: () => json("/schedules?limit=1000"),
+  createSchedule: (body) => json("/schedules", post(body)),
+  setScheduleEnabled: (scheduleId, enabled) =>
+    json(enabled ? path`/schedules/${scheduleId}/enable` : path`/schedules/${scheduleId}/disable`, { method: "POST" }),
+  triggerSchedule: (scheduleId, key) =>
+    json(path`/schedules/${scheduleId}/trigger`, { method: "POST", headers: { "Idempotency-Key": key } }),
+  scheduleRuns: (scheduleId, limit = 5) => json(path`/schedules/${scheduleId}/runs?limit=${limit}`),
   forkSession: (agentId, sessionId) =>
     json(path`/agents/${agentId}/sessions/${sessionId}/fork`, { method: "POST" }),
 
