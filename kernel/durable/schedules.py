@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import random
 from collections.abc import Awaitable, Callable
 
 from runpoint.core.schedule import GRACE_SECONDS, Schedule, ScheduleRun
@@ -32,6 +33,7 @@ log = logging.getLogger("runpoint.schedules")
 SCHEDULE_SECONDS = 1.0  # between passes of the loop
 SCHEDULE_BATCH = 500  # due schedules (and unsettled runs) a pass reads at most
 MAX_MISSED = 100_000  # ticks counted at most when a schedule catches up
+AT_ONCE = 8  # schedules a pass fires (or runs it settles) at the same time
 
 # fire a tick: its record, and whether this call fired it (not another process)
 Fire = Callable[[Schedule, float], Awaitable[tuple[ScheduleRun, bool]]]
@@ -62,17 +64,27 @@ class Scheduler:
     async def run_due(self) -> int:
         """One pass: fire what is due, then settle the runs fired; the ticks fired."""
         at = self.clock()
-        fired = 0
-        for schedule in await self.storage.due_schedules(at, self.batch):
-            try:
-                fired += await self._due(schedule, at)
-            except Exception:  # one schedule's failure (an outage) leaves the others
-                log.exception("firing schedule %s failed", schedule.schedule_id)
-        for record in await self.storage.unsettled_fired(self.batch):
-            try:
-                await self.settle(record)
-            except Exception:
-                log.exception("settling run %s of a schedule failed", record.run_id)
+        due = await self.storage.due_schedules(at, self.batch)
+        random.shuffle(due)  # processes racing for one minute's ticks each start elsewhere
+        going = asyncio.Semaphore(AT_ONCE)
+
+        async def due_one(schedule: Schedule) -> int:
+            async with going:
+                try:
+                    return await self._due(schedule, at)
+                except Exception:  # one schedule's failure (an outage) leaves the others
+                    log.exception("firing schedule %s failed", schedule.schedule_id)
+                    return 0
+
+        async def settle_one(record: ScheduleRun) -> None:
+            async with going:
+                try:
+                    await self.settle(record)
+                except Exception:
+                    log.exception("settling run %s of a schedule failed", record.run_id)
+
+        fired = sum(await asyncio.gather(*map(due_one, due)))
+        await asyncio.gather(*map(settle_one, await self.storage.unsettled_fired(self.batch)))
         return fired
 
     async def _due(self, schedule: Schedule, at: float) -> int:
