@@ -31,9 +31,7 @@ def _waiting(request: ModelRequest) -> ModelResponse:
 
 
 # a run that goes on for a minute, a boundary every half second
-slow = Agent(
-    id="slow", model=ScriptedModel(_waiting, latency=0.5), tools=[wait], max_turns=120
-)
+slow = Agent(id="slow", model=ScriptedModel(_waiting, latency=0.5), tools=[wait], max_turns=120)
 
 
 def note(city: str) -> str:
