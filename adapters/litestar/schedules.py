@@ -19,6 +19,7 @@ from . import catalog_wire, wire
 from .handlers import Reply, operation
 
 _PREFIX, _SUFFIX = "/agents/", "/runs"
+_NOT_FIELDS = ("rp", "schedule_id", "method")
 
 
 class Target(msgspec.Struct, omit_defaults=True):
@@ -122,8 +123,9 @@ def _agent_of(endpoint: str) -> str:
 
 
 def _fields(given: dict[str, Any]) -> dict[str, Any]:
-    """The Schedule fields of a request's fields (those given: not None)."""
-    fields = {k: v for k, v in given.items() if v is not None}
+    """The Schedule fields of a handler's arguments (those of the request given: not None;
+    `method` is POST, the one the document allows)."""
+    fields = {k: v for k, v in given.items() if v is not None and k not in _NOT_FIELDS}
     if (endpoint := fields.pop("endpoint", None)) is not None:
         fields["agent_id"] = _agent_of(endpoint)
     if (payload := fields.pop("payload", None)) is not None:
@@ -157,20 +159,7 @@ async def create_schedule(
     retry_delay_seconds: Any,
     missed_ticks: Any,
 ) -> Reply:
-    fields = _fields(
-        {
-            "name": name,
-            "cron_expr": cron_expr,
-            "endpoint": endpoint,
-            "description": description,
-            "payload": payload,
-            "timezone": timezone,
-            "timeout_seconds": timeout_seconds,
-            "max_retries": max_retries,
-            "retry_delay_seconds": retry_delay_seconds,
-            "missed_ticks": missed_ticks,
-        }
-    )
+    fields = _fields(locals())
     if not fields.get("message", "").strip():
         raise InvalidArguments("payload.message: must not be blank")
     made = await rp.schedules.create(Schedule(schedule_id=new_id(), **fields))
@@ -200,20 +189,7 @@ async def update_schedule(
     retry_delay_seconds: Any,
     missed_ticks: Any,
 ) -> Reply:
-    fields = _fields(
-        {
-            "name": name,
-            "cron_expr": cron_expr,
-            "endpoint": endpoint,
-            "description": description,
-            "payload": payload,
-            "timezone": timezone,
-            "timeout_seconds": timeout_seconds,
-            "max_retries": max_retries,
-            "retry_delay_seconds": retry_delay_seconds,
-            "missed_ticks": missed_ticks,
-        }
-    )
+    fields = _fields(locals())
     return schedule_out(await rp.schedules.update(schedule_id, fields))
 
 

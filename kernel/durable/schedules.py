@@ -19,13 +19,13 @@ compare-and-set from the tick it read: each step is safe to repeat after a crash
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
 
 from runpoint.core.schedule import GRACE_SECONDS, Schedule, ScheduleRun
 from runpoint.core.types import now
+from runpoint.durable.periodic import Periodic
 from runpoint.seams.host import PluginHost
 from runpoint.seams.storage import Storage
 
@@ -40,7 +40,9 @@ Fire = Callable[[Schedule, float], Awaitable[tuple[ScheduleRun, bool]]]
 Settle = Callable[[ScheduleRun], Awaitable[None]]
 
 
-class Scheduler:
+class Scheduler(Periodic):
+    name, log = "schedule pass", log
+
     def __init__(
         self,
         storage: Storage,
@@ -59,7 +61,6 @@ class Scheduler:
         self.every = every
         self.batch = batch
         self.clock = clock  # tests drive a fast one
-        self._task: asyncio.Task[None] | None = None
 
     async def run_due(self) -> int:
         """One pass: fire what is due, then settle the runs fired; the ticks fired."""
@@ -121,21 +122,5 @@ class Scheduler:
             tick = following
         return fired
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="schedule loop")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            try:
-                await self.run_due()
-            except Exception:  # an outage: the next pass tries again
-                log.exception("schedule pass failed")
-            await asyncio.sleep(self.every)
+    async def once(self) -> int:
+        return await self.run_due()
