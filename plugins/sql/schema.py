@@ -89,8 +89,7 @@ runs = Table(
 )
 # The partial indexes. PostgreSQL's have the same conditions, which postgresql.py declares:
 # a `postgresql_where` here would import SQLAlchemy's PostgreSQL dialect (most of a tenth
-# of a second) into every start on SQLite.
-PARTIAL_INDEXES = (FORKS, IN_FLIGHT)
+# of a second) into every start on SQLite. (`PARTIAL_INDEXES`, after the last table.)
 
 messages = Table(
     "messages",
@@ -212,10 +211,9 @@ schedule_runs = Table(
     Column("attempt_at", Float, nullable=False),
     Column("settled", Boolean, nullable=False),
     Column("data", LargeBinary, nullable=False),
-    Index(
-        "ix_schedule_runs_unsettled",
-        "attempt_at",
-        sqlite_where=text("NOT settled"),
-        postgresql_where=text("NOT settled"),
+    # partial (PostgreSQL's too: see PARTIAL_INDEXES)
+    UNSETTLED := Index(
+        "ix_schedule_runs_unsettled", "attempt_at", sqlite_where=text("NOT settled")
     ),
 )
+PARTIAL_INDEXES = (FORKS, IN_FLIGHT, UNSETTLED)
