@@ -128,13 +128,14 @@ def random_bodies(seed: int, count: int) -> list[Body]:
 
 
 # every operation that takes a body: both dialects' creates, continue, forks and fan-out, and
-# AgentOS's session operations (create, update, rename, delete several)
+# AgentOS's session operations (create, update, rename, delete several), and a schedule's
+# create and update
 WITH_BODY = [(op.method, op.path) for op in operations(document()) if op.body_types]
 
 
 @pytest.mark.parametrize(("method", "template"), WITH_BODY)
 async def test_no_hostile_body_is_a_5xx(client: Client, method: str, template: str) -> None:
-    assert len(WITH_BODY) == 9
+    assert len(WITH_BODY) == 11
     created = await client.post(
         "/agents/travel-agent/runs", data={"message": "Paris", "stream": "false"}
     )
