@@ -8,10 +8,10 @@ import argparse
 import sys
 
 from runpoint.adapters.db_commands import add_db_commands, backup, prune
-from runpoint.adapters.serving import StartupError, database_url, is_loopback, opened, serve
+from runpoint.adapters.serving import StartupError, is_loopback, opened, serve
 from runpoint.adapters.settings import Settings, add_options
 
-__all__ = ["database_url", "is_loopback", "main"]
+__all__ = ["is_loopback", "main"]
 
 
 def upgrade_database(db: str) -> None:
@@ -21,7 +21,7 @@ def upgrade_database(db: str) -> None:
     from runpoint.seams.host import PluginHost
 
     async def upgrade() -> None:
-        async with opened(PluginHost().storage(database_url(db)), db):
+        async with opened(PluginHost().storage(db), db):
             pass
 
     asyncio.run(upgrade())
@@ -37,7 +37,7 @@ def lock_session(db: str, session_id: str, lock: bool) -> str:
     from runpoint.seams.host import PluginHost
 
     async def change() -> str:
-        async with opened(PluginHost().storage(database_url(db)), db) as storage:
+        async with opened(PluginHost().storage(db), db) as storage:
             try:
                 if lock:
                     done = await storage.lock_session(session_id, "maintenance")

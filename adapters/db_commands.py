@@ -13,7 +13,6 @@ from pathlib import Path
 
 from runpoint.adapters.serving import (
     StartupError,
-    database_url,
     load_agents,
     opened,
     retention_of,
@@ -46,7 +45,7 @@ def prune(args: argparse.Namespace) -> list[str]:
     host = PluginHost()
 
     async def sweep() -> list[str]:
-        async with opened(host.storage(database_url(args.db)), args.db) as storage:
+        async with opened(host.storage(args.db), args.db) as storage:
             sweeper = Sweeper(storage, host, server, agents)
             removed = await sweeper.sweep_all(dry_run=args.dry_run)
         verb = "would remove" if args.dry_run else "removed"
@@ -64,6 +63,8 @@ def backup(db: str, path: str) -> str:
     transaction (writers go on meanwhile, in WAL mode), into a temporary file beside
     `path`, renamed to it once complete, so a backup killed midway leaves no file there."""
     from sqlalchemy.engine import make_url
+
+    from runpoint.seams.host import database_url
 
     url = make_url(database_url(db))
     if url.get_backend_name() != "sqlite" or not url.database:

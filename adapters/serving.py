@@ -12,12 +12,9 @@ import ipaddress
 import logging
 import logging.config
 import os
-import re
 import sys
 from collections.abc import AsyncIterator, Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from runpoint.adapters import logs
 from runpoint.adapters.settings import VARIABLES, Settings
@@ -57,21 +54,6 @@ def load_agents(spec: str) -> Iterable[Agent]:
     return agents
 
 
-def database_url(db: str) -> str:
-    """A database URL as given (`postgresql://...`, `memory:`), or a file path as a SQLite
-    URL (a one-letter scheme is a Windows drive)."""
-    if len(urlsplit(db).scheme) > 1:
-        return db
-    path = Path(db).resolve()
-    if not path.parent.is_dir():
-        raise StartupError(f"--db {db}: no directory {path.parent} for the SQLite file")
-    return f"sqlite:///{path}"
-
-
-def without_password(url: str) -> str:
-    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
-
-
 def auth_for(settings: Settings) -> Auth:
     from runpoint.adapters import auth
 
@@ -105,7 +87,7 @@ def runpoint_for(settings: Settings) -> Runpoint:
 
     return Runpoint(
         load_agents(settings.app),
-        database=database_url(settings.db),
+        database=settings.db,
         host=PluginHost([RunLog(), *observers(traces=settings.otel)]),
         lease_seconds=settings.lease_seconds,
         retention=retention_of(settings),
@@ -125,6 +107,7 @@ def app_for(rp: Runpoint, settings: Settings) -> Litestar:
         max_body_bytes=settings.max_body_bytes,
         keepalive_seconds=settings.keepalive_seconds,
         cors_origins=settings.cors_origins,
+        root_path=settings.root_path or "",
     )
 
 
@@ -156,13 +139,13 @@ async def opened(storage: Storage, db: str) -> AsyncIterator[Storage]:
     """`storage` opened (its migrations applied) and closed after: a database that cannot
     be opened (an unreachable server, an unwritable file) is a StartupError in one line,
     whatever the driver raised."""
+    from runpoint.seams.host import redacted
+
     try:
         await storage.open()
     except Exception as exc:
         reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
-        raise StartupError(
-            f"--db {without_password(db)}: cannot open the database: {reason}"
-        ) from exc
+        raise StartupError(f"--db {redacted(db)}: cannot open the database: {reason}") from exc
     try:
         yield storage
     finally:

@@ -44,10 +44,16 @@ def setting(default: Any, help: str, **option: Any) -> Any:
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     app: str = setting("runpoint.plugins.demo:agents", "agents to serve, as module:attribute")
-    db: str = setting("runpoint.db", "database URL (postgresql://..., memory:) or SQLite file")
+    db: str = setting(
+        "runpoint.db",
+        "a SQLite file's path, sqlite:///PATH, postgresql://USER@HOST/NAME or memory:",
+    )
     host: str = setting("127.0.0.1", "address to listen on")
     port: int = setting(7777, "port to listen on")
     workers: int = setting(1, "server processes")
+    root_path: str | None = setting(
+        None, "the path prefix a proxy serves runpoint under (/rp), whether it strips it or not"
+    )
     log_level: str = setting("info", "least severe log messages shown", choices=LOG_LEVELS)
     log_format: str = setting(
         "text",

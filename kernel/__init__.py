@@ -7,6 +7,7 @@ from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from importlib.util import spec_from_loader
 from types import ModuleType
+from typing import Any
 
 import pluggy
 
@@ -16,7 +17,16 @@ import pluggy
 hookimpl = pluggy.HookimplMarker("runpoint")
 hookspec = pluggy.HookspecMarker("runpoint")
 
-__all__ = ["hookimpl", "hookspec"]
+__all__ = ["hookimpl", "hookspec", "open"]
+
+
+def __getattr__(name: str) -> Any:
+    """`runpoint.open`, runpoint from Python (`runpoint.facade.local.open`, typed there):
+    imported when asked for, so that a plugin importing `hookimpl` imports no kernel."""
+    if name == "open":
+        return importlib.import_module("runpoint.facade.local").open
+    raise AttributeError(f"module 'runpoint' has no attribute {name!r}")
+
 
 # The modules a plugin or an embedding app imported before runpoint was grouped by layer
 # (0.1.0), kept as aliases of their new names for one release: importing one warns.

@@ -15,6 +15,7 @@ import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import asyncpg
@@ -82,7 +83,9 @@ def _admin(url: str, statement: str) -> None:
         finally:
             await connection.close()
 
-    asyncio.run(execute())
+    # in a thread of its own: this one may be running a loop already (Playwright's sync API)
+    with ThreadPoolExecutor(1) as thread:
+        thread.submit(asyncio.run, execute()).result()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -29,22 +29,25 @@ def await_health(
     *,
     seconds: float = 20,
     exited: Callable[[], str] = lambda: "runpoint serve exited",
+    path: str = "/health",
 ) -> None:
-    """Wait for a started `runpoint serve` to answer /health (`exited` says why it did not)."""
+    """Wait for a started `runpoint serve` (or another server) to answer `path` with a 200
+    (`exited` says why it did not)."""
     deadline = time.monotonic() + seconds
     while True:
         assert process.poll() is None, exited()
         try:
-            if httpx.get(f"{base_url}/health").status_code == 200:
+            if httpx.get(f"{base_url}{path}").status_code == 200:
                 return
         except httpx.TransportError:
-            assert time.monotonic() < deadline, "runpoint serve did not come up"
+            assert time.monotonic() < deadline, f"{base_url} did not come up"
             time.sleep(0.05)
 
 
 @contextlib.contextmanager
-def serving(db: Path, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
-    """`runpoint serve` (the demo agents) with these options on a free port of `host`."""
+def serving(db: Path | str, *options: str, host: str = "127.0.0.1") -> Iterator[str]:
+    """`runpoint serve` (the demo agents) with these options on a free port of `host`, on
+    `db` (a SQLite file or a database URL)."""
     port = free_port()
     command = shutil.which("runpoint", path=str(Path(sys.executable).parent))
     assert command, "the runpoint command is not installed next to this Python"

@@ -6,12 +6,12 @@ operation, or a handler whose arguments are not the operation's inputs fails her
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
-from litestar import Litestar, Request, Response
+from litestar import Request, Response
 from litestar.enums import HttpMethod
 from litestar.file_system import BaseLocalFileSystem
 from litestar.handlers import HTTPRouteHandler
@@ -42,14 +42,22 @@ from . import (  # noqa: F401
     sse,
 )
 from .documents import Documents
+from .embedding import RunpointApp
 from .errors import EXCEPTION_HANDLERS, add_request_id
 from .handlers import HANDLERS
-from .security import PUBLIC, Authenticate, FailureBudget, cors
+from .security import PUBLIC, Authenticate, FailureBudget, HostPrincipal, cors
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
 
 Endpoint = Callable[[Request[Any, Any, Any]], Awaitable[Response[Any]]]
 Given = dict[str, object]
+
+
+@dataclass(frozen=True)
+class PerRequest:
+    """A given value that depends on the request (the document, on its prefix)."""
+
+    read: Callable[[Request[Any, Any, Any]], object]
 
 
 def create_app(
@@ -61,9 +69,12 @@ def create_app(
     max_body_bytes: int = DEFAULTS.max_body_bytes,
     keepalive_seconds: float = DEFAULTS.keepalive_seconds,
     cors_origins: str | None = DEFAULTS.cors_origins,
+    principal: HostPrincipal | None = None,
+    root_path: str = "",
     **options: Any,
-) -> Litestar:
-    """The app serving `agents` from `database` (a URL: the CLI gives its default);
+) -> RunpointApp:
+    """The app serving `agents` from `database` (a SQLite file's path, `sqlite:///PATH`,
+    `postgresql://...` or `memory:`, as `--db` takes it);
     `options` go to `Runpoint` (lease_seconds, ...). Its metrics are kept if
     prometheus_client is installed, unless `host` says otherwise."""
     options.setdefault("host", PluginHost(observers()))
@@ -75,6 +86,8 @@ def create_app(
         max_body_bytes=max_body_bytes,
         keepalive_seconds=keepalive_seconds,
         cors_origins=cors_origins,
+        principal=principal,
+        root_path=root_path,
     )
 
 
@@ -87,20 +100,24 @@ def build(
     max_body_bytes: int = DEFAULTS.max_body_bytes,
     keepalive_seconds: float = DEFAULTS.keepalive_seconds,
     cors_origins: str | None = DEFAULTS.cors_origins,
-) -> Litestar:
+    principal: HostPrincipal | None = None,
+    root_path: str = "",
+) -> RunpointApp:
     """Serve `rp` over the operations of `doc` (the checked-in document by default), to
     the principals `auth` knows (anyone without it), at most as often as `rate_limit` says
     (as often as they like without it; it budgets each address's failed authentications
     alike), with bodies of at most `max_body_bytes`; an event stream quiet for
     `keepalive_seconds` sends a comment; browsers at `cors_origins` (a comma-separated
     list, or "*") may call it. If `rp` traces (its host has a `Tracing`), each
-    request is a span, the parent of the runs it starts."""
+    request is a span, the parent of the runs it starts. An app that embeds it may say
+    who each request's `principal` is (see `Authenticate`); `root_path` is the prefix it
+    is served under where the server does not say (see `embedding.prefixed`)."""
     doc = doc or document()
     auth = auth or Auth()
-    served = reference.served(doc, open_=auth.is_open)
     # what of the app's own state a handler may name: the run documents it keeps (each
     # app its own: two apps in a process may serve two databases), the document it serves
-    given: Given = {"documents": Documents(), "openapi_json": json.dumps(served).encode()}
+    served = reference.Served(reference.served(doc, open_=auth.is_open))
+    given: Given = {"documents": Documents(), "openapi_json": PerRequest(served)}
     ops = operations(doc)
     ids = {op.operation_id for op in ops}
     if missing := sorted(ids - HANDLERS.keys()):
@@ -121,7 +138,9 @@ def build(
         opt={PUBLIC: True},
     )
     tracing = rp.host.find(Tracing)
-    return Litestar(
+    return RunpointApp(
+        rp,
+        root_path=root_path,
         route_handlers=[
             *(
                 _route(rp, path, path_ops, given, keepalive_seconds)
@@ -130,11 +149,9 @@ def build(
             ui,
             *reference.routes(served),
         ],
-        on_startup=[rp.open],
-        on_shutdown=[rp.close],
         middleware=[
             *([_request_spans(tracing)] if tracing else []),  # a refused request is one too
-            Authenticate(auth, FailureBudget.of(rate_limit) if rate_limit else None),
+            Authenticate(auth, FailureBudget.of(rate_limit) if rate_limit else None, principal),
             *([rate_limit.middleware] if rate_limit else []),
         ],
         cors_config=cors(cors_origins) if cors_origins else None,
@@ -174,8 +191,9 @@ def _endpoint(rp: Runpoint, op: Operation, given: Given, keepalive: float) -> En
         )
 
     async def endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
+        known = {k: v.read(request) if isinstance(v, PerRequest) else v for k, v in state.items()}
         try:
-            reply = await handler(rp, **state, **await inputs.read(request, op))
+            reply = await handler(rp, **known, **await inputs.read(request, op))
         except RunpointError:
             raise
         except Exception as exc:  # the database's outage is no failure of the request

@@ -32,6 +32,7 @@ from runpoint.core.errors import (
     Unavailable,
 )
 
+from .embedding import route_path
 from .wire import encode
 
 log = logging.getLogger("runpoint.http")
@@ -95,7 +96,7 @@ def error_response(
     detail: str,
     headers: dict[str, str] | None = None,
 ) -> Response[bytes]:
-    if request.url.path.startswith(SESSION_DIALECT):
+    if route_path(request.scope).startswith(SESSION_DIALECT):
         body = encode(
             {"id": _session_id(status), "message": detail, "request_id": request_id(request.scope)}
         )
@@ -109,7 +110,7 @@ def on_http_error(request: Request[Any, Any, Any], exc: HttpError) -> Response[b
 
 
 def on_runpoint_error(request: Request[Any, Any, Any], exc: RunpointError) -> Response[bytes]:
-    if isinstance(exc, Forbidden) and not request.url.path.startswith(SESSION_DIALECT):
+    if isinstance(exc, Forbidden) and not route_path(request.scope).startswith(SESSION_DIALECT):
         # another team's: the run dialect answers as if it did not exist
         exc = NotFound(f"{exc.kind} {exc.id} not found")
     status, code = next(v for t, v in STATUS.items() if isinstance(exc, t))

@@ -9,6 +9,7 @@ are its clients, public like the console.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from litestar import MediaType, Request, Response, get
@@ -26,12 +27,31 @@ from .security import PUBLIC
 from .spec import JSON
 
 ASSETS = "/docs/assets"
+PREFIXES_KEPT = 8
 # what the page loads (the package has more: maps, an index for its own demo, ...)
 _FILES = {
     "swagger-ui-bundle.js": "text/javascript",
     "swagger-ui-standalone-preset.js": "text/javascript",
     "swagger-ui.css": "text/css",
 }
+
+
+class Served:
+    """The served document as JSON, for each prefix it is asked under: its `servers` say
+    the prefix, so clients generated from it call the paths the app answers."""
+
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        self._json: dict[str, bytes] = {}
+
+    def __call__(self, request: Request[Any, Any, Any]) -> bytes:
+        root = request.scope.get("root_path", "")
+        if (found := self._json.get(root)) is None:
+            doc = self.doc | {"servers": [{"url": root}]} if root else self.doc
+            found = json.dumps(doc).encode()
+            if len(self._json) < PREFIXES_KEPT:  # the prefix is the server's, but bounded
+                self._json[root] = found
+        return found
 
 
 def served(doc: dict[str, Any], *, open_: bool) -> dict[str, Any]:
@@ -48,18 +68,19 @@ async def get_openapi(rp: Runpoint, *, openapi_json: bytes) -> Reply:
     return Response(openapi_json, media_type=JSON)
 
 
-def routes(served_doc: dict[str, Any]) -> list[HTTPRouteHandler]:
-    """/docs, its files, and `/`."""
-    swagger = SwaggerRenderPlugin(
-        js_url=f"{ASSETS}/swagger-ui-bundle.js",
-        css_url=f"{ASSETS}/swagger-ui.css",
-        standalone_preset_js_url=f"{ASSETS}/swagger-ui-standalone-preset.js",
-        favicon="",  # Litestar's default is an image on a CDN
-    )
+def routes(document: Served) -> list[HTTPRouteHandler]:
+    """/docs, its files, and `/`, each under the prefix the request came by."""
 
     @get("/docs", media_type=MediaType.HTML, opt={PUBLIC: True}, sync_to_thread=False)
     def docs(request: Request[Any, Any, Any]) -> bytes:
-        return swagger.render(request, served_doc)
+        assets = request.scope.get("root_path", "") + ASSETS
+        swagger = SwaggerRenderPlugin(
+            js_url=f"{assets}/swagger-ui-bundle.js",
+            css_url=f"{assets}/swagger-ui.css",
+            standalone_preset_js_url=f"{assets}/swagger-ui-standalone-preset.js",
+            favicon="",  # Litestar's default is an image on a CDN
+        )
+        return swagger.render(request, json.loads(document(request)))
 
     @get(f"{ASSETS}/{{name:str}}", opt={PUBLIC: True}, sync_to_thread=False)
     def asset(name: FromPath[str]) -> File:
@@ -70,7 +91,7 @@ def routes(served_doc: dict[str, Any]) -> list[HTTPRouteHandler]:
         )
 
     @get("/", opt={PUBLIC: True}, sync_to_thread=False)
-    def home() -> Redirect:
-        return Redirect("/ui/")
+    def home(request: Request[Any, Any, Any]) -> Redirect:
+        return Redirect(request.scope.get("root_path", "") + "/ui/")
 
     return [docs, asset, home]

@@ -4,10 +4,12 @@ so each dialect's exception handlers (errors.py) render them in its own format."
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any, get_args
 
 from litestar import Request
@@ -26,6 +28,8 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from runpoint.adapters.auth import Auth, Unauthenticated
 from runpoint.core import tenancy
 
+# how an embedding app says who a request acts as (see Authenticate)
+HostPrincipal = Callable[[Scope], tenancy.Principal | Awaitable[tenancy.Principal | None] | None]
 # a route's opt key: anyone may call it (the document's `security: []`, and the console)
 PUBLIC = "public"
 _READING = frozenset({"GET", "HEAD"})
@@ -78,7 +82,12 @@ class FailureBudget:
 class Authenticate(ASGIMiddleware):
     """Acts as the principal the bearer token proves (401 without one), if it has the
     scope the method needs (403): `read` for GET, `write` for anything else. With
-    `failures`, each client address has a budget of 401s (see FailureBudget)."""
+    `failures`, each client address has a budget of 401s (see FailureBudget).
+
+    An app that embeds runpoint and signs its users in itself gives `host`: it reads the
+    request's ASGI scope (where the host's own middleware put its user) and says which
+    principal it acts as. None means nobody the host knows: then the bearer token, if
+    runpoint has credentials of its own, or a 401."""
 
     scopes = (ScopeType.HTTP,)
     exclude_opt_key = PUBLIC
@@ -88,18 +97,36 @@ class Authenticate(ASGIMiddleware):
         # Litestar answers OPTIONS itself (Allow, CORS preflights carry no credentials)
         return scope.get("method") == "OPTIONS"
 
-    def __init__(self, auth: Auth, failures: FailureBudget | None = None) -> None:
+    def __init__(
+        self,
+        auth: Auth,
+        failures: FailureBudget | None = None,
+        host: HostPrincipal | None = None,
+    ) -> None:
         self.auth = auth
         self.failures = failures
+        self.host = host
 
     async def handle(self, scope: Scope, receive: Receive, send: Send, next_app: ASGIApp) -> None:
-        principal = tenancy.OPEN if self.auth.is_open else self._principal(scope)
+        principal = await self._host_principal(scope) if self.host else None
+        if principal is None:
+            principal = tenancy.OPEN if self.auth.is_open else self._principal(scope)
         needed = tenancy.READ if scope.get("method") in _READING else tenancy.WRITE
         if needed not in principal.scopes:
             raise PermissionDeniedException(f"this token lacks the {needed!r} scope")
         scope["user"] = principal
         with tenancy.acting_as(principal):
             await next_app(scope, receive, send)
+
+    async def _host_principal(self, scope: Scope) -> tenancy.Principal | None:
+        assert self.host is not None
+        given = self.host(scope)
+        principal = await given if inspect.isawaitable(given) else given
+        if principal is None and self.auth.is_open:
+            raise NotAuthorizedException("sign in: the app runpoint is part of knows no user here")
+        if principal is not None and not isinstance(principal, tenancy.Principal):
+            raise TypeError(f"a host's principal hook gave {principal!r}, not a Principal")
+        return principal
 
     def _principal(self, scope: Scope) -> tenancy.Principal:
         # the address as the server saw it (uvicorn takes X-Forwarded-For only from the

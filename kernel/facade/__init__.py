@@ -71,8 +71,9 @@ class Runpoint(RunsFacade, SessionsFacade):
         schedule: bool = True,
         schedule_seconds: float = SCHEDULE_SECONDS,
     ) -> None:
-        """Serve `agents` from `database` (a URL; its plugin also gives the run queue, if
-        it has one) or from `storage`.
+        """Serve `agents` from `database` (a SQLite file's path, `sqlite:///PATH`,
+        `postgresql://...` or `memory:`, read by `runpoint.seams.host.database_url`; its
+        plugin also gives the run queue, if it has one) or from `storage`.
 
         `busy_session` says what a new run in a session that has a run in flight
         does: fail with Conflict, or wait (up to `busy_timeout` seconds) for it.

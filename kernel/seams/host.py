@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -199,13 +201,24 @@ class PluginHost:
         """The registered state-capture objects, by name."""
         return self._registry("runpoint_session_state")
 
-    def storage(self, url: str) -> Storage:
-        factory: StorageFactory = self._lookup("runpoint_storage_backends", _scheme(url))
+    def storage(self, database: str) -> Storage:
+        """The storage of `database`, in any form `database_url` reads; a scheme no plugin
+        stores is a ConfigurationError that says which forms are."""
+        url = database_url(database)
+        backends = self._registry("runpoint_storage_backends")
+        factory: StorageFactory | None = backends.get(_scheme(url))
+        if factory is None:
+            raise ConfigurationError(
+                f"database {redacted(database)!r}: no storage named {_scheme(url)!r} "
+                f"(known: {', '.join(sorted(backends))}); give a SQLite file's path, "
+                f"sqlite:///PATH, postgresql://USER@HOST/NAME or memory:"
+            )
         return factory(url)
 
-    def queue(self, url: str) -> RunQueue | None:
+    def queue(self, database: str) -> RunQueue | None:
         """The run queue for a database, if a plugin offers one (else runs execute in
         the process that accepts them)."""
+        url = database_url(database)
         factory: RunQueueFactory | None = self._registry("runpoint_run_queues").get(_scheme(url))
         return factory(url) if factory else None
 
@@ -265,3 +278,23 @@ def _call(impl: pluggy.HookImpl, arguments: Mapping[str, Any]) -> Any:
 
 def _scheme(url: str) -> str:
     return urlsplit(url).scheme.split("+")[0]
+
+
+def database_url(database: str) -> str:
+    """The one reading of a database argument (`Runpoint`, `create_app`, `runpoint.open`,
+    `--db`): a URL as given (`sqlite:///...`, `postgresql://...`, `memory:`), or a file
+    path as a SQLite URL (a one-letter scheme is a Windows drive), whose directory must
+    exist."""
+    if len(urlsplit(database).scheme) > 1:
+        return database
+    path = Path(database).resolve()
+    if not path.parent.is_dir():
+        raise ConfigurationError(
+            f"database {database!r}: no directory {path.parent} for the SQLite file"
+        )
+    return f"sqlite:///{path}"
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, to say in a message."""
+    return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)

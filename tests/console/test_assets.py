@@ -9,11 +9,10 @@ from importlib.resources import files
 from pathlib import Path
 
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters.console import DIRECTORY
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 
 SOURCE = Path(__file__).parents[2] / "adapters" / "console" / "static"
@@ -21,21 +20,22 @@ MEDIA_TYPES = {".html": "text/html", ".css": "text/css", ".js": "text/javascript
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[AsyncTestClient[Litestar]]:
+async def client() -> AsyncIterator[AsyncTestClient[RunpointApp]]:
     app = create_app(agents, database="memory:")
     async with AsyncTestClient(app) as client:
         yield client
 
 
 def references(text: str) -> set[str]:
-    """The files a page or module loads: src/href attributes and module imports."""
-    found = re.findall(r'(?:src|href)="(/ui/[^"]+)"', text)
-    found += ["/ui/" + name for name in re.findall(r'from "\./([^"]+)"', text)]
-    return set(found)
+    """The files a page or module loads: src/href attributes and module imports, each
+    relative to the page's folder (so that they load under any prefix)."""
+    found = re.findall(r'(?:src|href)="([\w-]+\.(?:css|js))"', text)
+    found += re.findall(r'from "\./([^"]+)"', text)
+    return {"/ui/" + name for name in found}
 
 
 async def test_the_console_and_everything_it_loads_is_served(
-    client: AsyncTestClient[Litestar],
+    client: AsyncTestClient[RunpointApp],
 ) -> None:
     pages = [await client.get(path) for path in ("/ui", "/ui/")]
     assert all(p.status_code == 200 and "<title>runpoint console</title>" in p.text for p in pages)
@@ -60,7 +60,7 @@ def test_the_package_ships_every_file_and_nothing_loads_from_elsewhere() -> None
 
 
 async def test_the_console_is_not_an_operation_of_the_document(
-    client: AsyncTestClient[Litestar],
+    client: AsyncTestClient[RunpointApp],
 ) -> None:
     paths = (await client.get("/openapi.json")).json()["paths"]
     assert not [p for p in paths if p.startswith("/ui")]

@@ -15,11 +15,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 
 REQUIRE_ENV = "RUNPOINT_REQUIRE_MOUNT"
@@ -58,7 +57,7 @@ def fill(disk: Path) -> Path:
 
 
 @pytest.fixture
-async def client(small_disk: Path) -> AsyncIterator[AsyncTestClient[Litestar]]:
+async def client(small_disk: Path) -> AsyncIterator[AsyncTestClient[RunpointApp]]:
     app = create_app(agents, database=f"sqlite:///{small_disk / 'runpoint.db'}")
     async with AsyncTestClient(app) as client:
         yield client
@@ -75,7 +74,7 @@ def failures(scrape: str) -> dict[str, float]:
 
 
 async def test_a_full_disk_is_named_and_outlived(
-    client: AsyncTestClient[Litestar],
+    client: AsyncTestClient[RunpointApp],
     small_disk: Path,
 ) -> None:
     before = await client.post(RUNS, data={"message": "Paris", "stream": "false"})

@@ -13,13 +13,12 @@ from typing import Any
 
 import httpx
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 RUNS = "/agents/booking-agent/runs"
 ROUNDS = 4
 

@@ -17,17 +17,16 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.core.tenancy import Principal
 from runpoint.plugins.demo import agents
 
 from .conftest import bearer, write_keys
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 SECRET = "a-shared-secret-of-at-least-32-bytes!"
 RUNS = "/agents/travel-agent/runs"
 

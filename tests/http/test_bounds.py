@@ -13,11 +13,10 @@ from typing import Any
 
 import jwt
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.adapters.litestar.spec import document
 from runpoint.core.types import ToolCall
 from runpoint.plugins.demo import agents
@@ -27,7 +26,7 @@ from runpoint.seams.model import MAX_TOOL_CALL_ID_LENGTH, ModelRequest, ModelRes
 
 from .conftest import bearer
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 SECRET = "a-shared-secret-of-at-least-32-bytes!"
 RUNS = "/agents/travel-agent/runs"
 SESSION = "s" * 128  # the contract's Id: at most 128 characters

@@ -15,7 +15,7 @@ from runpoint.plugins.demo import agents
 
 async def test_a_cancel_of_a_run_in_another_process_is_requested(database: str) -> None:
     rp = Runpoint(agents, database=database)
-    transport = httpx.ASGITransport(app=build(rp))  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=build(rp))
     async with rp, httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         created = await client.post(
             "/agents/travel-agent/runs", json={"message": "Paris", "stream": False}

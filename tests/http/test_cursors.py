@@ -7,13 +7,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 OPAQUE = re.compile(r"[A-Za-z0-9_-]{32}")
 
 

@@ -9,19 +9,18 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from litestar import Litestar
 from litestar.enums import ScopeType
 from litestar.testing import AsyncTestClient
 from litestar.types import Receive, Scope, Send
 
 from runpoint.adapters import auth
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.adapters.litestar.security import rate_limit
 from runpoint.plugins.demo import agents
 
 from .conftest import bearer
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 RUNS = "/agents/travel-agent/runs"
 MAX_BODY = 2_000
 

@@ -28,7 +28,7 @@ async def rp(database: str) -> AsyncIterator[Runpoint]:
 
 @pytest.fixture
 async def client(rp: Runpoint) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=build(rp))  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=build(rp))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         yield client
 
@@ -241,7 +241,7 @@ async def test_each_app_keeps_its_own_documents(
     run_id, session_id = answer.json()["run_id"], answer.json()["session_id"]
     path = f"/agents/booking-agent/runs/{run_id}"
     counted = Counted(rp, monkeypatch, views=True)
-    transport = httpx.ASGITransport(app=build(rp))  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=build(rp))
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as other:
         for reader in (client, client, other, other):
             got = await reader.get(path, params={"session_id": session_id})

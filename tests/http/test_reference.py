@@ -8,17 +8,16 @@ from collections.abc import AsyncIterator
 
 import pytest
 import yaml
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins.demo import agents
 
 from .conftest import SPEC
 
 pytestmark = pytest.mark.memory  # nothing here is stored
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 
 
 @pytest.fixture

@@ -31,8 +31,7 @@ def rp(database: str, state: DirectoryState) -> Runpoint:
 async def client(rp: Runpoint) -> AsyncIterator[Client]:
     """The app over ASGI in the test's own event loop, so that requests can overlap (the
     rollback that waits in a plugin while another request asks)."""
-    # httpx types the ASGI callable more loosely than Litestar's precise signature
-    transport = httpx.ASGITransport(app=build(rp))  # type: ignore[arg-type]
+    transport = httpx.ASGITransport(app=build(rp))
     async with rp, httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         yield client
 

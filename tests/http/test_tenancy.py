@@ -14,11 +14,10 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from litestar import Litestar
 from litestar.testing import AsyncTestClient
 
 from runpoint.adapters import auth
-from runpoint.adapters.litestar import create_app
+from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.adapters.litestar.spec import JSON, Operation, document, operations
 from runpoint.plugins.demo import agents
 
@@ -26,7 +25,7 @@ from .conftest import bearer
 
 pytestmark = pytest.mark.memory  # storage is not the subject here
 
-Client = AsyncTestClient[Litestar]
+Client = AsyncTestClient[RunpointApp]
 ALPHA, BETA = bearer("alpha-key"), bearer("beta-key")
 SECRET = "alpha-secret-7731"  # in alpha's message: no answer to beta may contain it
 OWNED = (

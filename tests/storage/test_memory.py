@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from runpoint.adapters.cli import database_url
 from runpoint.core.types import RunStatus
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents as demo_agents
 from runpoint.plugins.memory import MemoryStorage
+from runpoint.seams.host import database_url
 
 
 async def test_a_demo_agent_runs_forks_and_resumes_in_memory() -> None:

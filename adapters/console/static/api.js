@@ -15,6 +15,10 @@ export class ApiError extends Error {
 // The events after which a run's stream ends (openapi RunEventMessage).
 export const FINAL_EVENTS = new Set(["RunCompleted", "RunPaused", "RunCancelled", "RunError"]);
 
+// Where the API is: the folder above the console's, whatever prefix runpoint is mounted
+// under (this module is {prefix}/ui/api.js), so every call below names a path from there.
+const BASE = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
+
 const path = (strings, ...values) =>
   strings.reduce((out, s, i) => out + s + (i < values.length ? encodeURIComponent(values[i]) : ""), "");
 
@@ -26,7 +30,7 @@ async function send(url, init = {}) {
     const headers = sent ? { ...init.headers, Authorization: `Bearer ${sent}` } : init.headers;
     let response;
     try {
-      response = await fetch(url, { ...init, headers });
+      response = await fetch(BASE + url, { ...init, headers });
     } catch (error) {
       throw new ApiError(0, "The server cannot be reached.", "NETWORK_ERROR", null);
     }
