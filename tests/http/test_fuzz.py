@@ -139,7 +139,8 @@ async def test_no_hostile_body_is_a_5xx(client: Client, method: str, template: s
     created = await client.post(
         "/agents/travel-agent/runs", data={"message": "Paris", "stream": "false"}
     )
-    ids = {"agent_id": "travel-agent"} | created.json()  # run_id, session_id
+    # run_id, session_id; a schedule that does not exist (a 404 is no 5xx either)
+    ids = {"agent_id": "travel-agent", "schedule_id": "no-such-schedule"} | created.json()
     path = re.sub(r"\{(\w+)\}", lambda name: str(ids[name[1]]), template)
     for content_type, body in HOSTILE + random_bodies(seed=15, count=40):
         headers = {"content-type": content_type} if content_type else {}
