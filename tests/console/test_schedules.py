@@ -32,7 +32,7 @@ def test_the_schedules_page(console: Console) -> None:
     page.get_by_role("button", name="Trigger morning").click()
     link = item.locator(".schedule-runs a")
     expect(link).to_have_count(1)
-    expect(link).to_have_attribute("href", re.compile(r"^/ui/#/sessions/[^/]+/runs/[^/]+$"))
+    expect(link).to_have_attribute("href", re.compile(r"^\./#/sessions/[^/]+/runs/[^/]+$"))
     page.get_by_role("button", name="Disable morning").click()
     expect(item).to_contain_text("disabled")
     expect(item).to_contain_text("next run: none")

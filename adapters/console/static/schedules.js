@@ -11,7 +11,7 @@ const $ = (id) => document.getElementById(id);
 const runLink = (run) =>
   h(
     "a",
-    { href: `/ui/#/sessions/${encodeURIComponent(run.session_id)}/runs/${encodeURIComponent(run.run_id)}` },
+    { href: `./#/sessions/${encodeURIComponent(run.session_id)}/runs/${encodeURIComponent(run.run_id)}` },
     statusBadge(run.status),
     ` ${shortId(run.run_id)} `,
     when(run.triggered_at),
