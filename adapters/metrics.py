@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from runpoint import hookimpl
+from runpoint.core.schedule import Schedule, ScheduleRun
 from runpoint.core.types import Checkpoint, Message, Run, Timing
 from runpoint.seams.retention import RETAINED, Removed
 from runpoint.seams.storage import Encrypted
@@ -53,6 +54,10 @@ class Instruments:
     retention_bytes: Counter
     retention_reclaimed: Counter
     retention_sweeps: Histogram
+    schedule_fired: Counter
+    schedule_missed: Counter
+    schedule_retried: Counter
+    schedule_delay: Histogram
 
     @classmethod
     def make(cls) -> Instruments:
@@ -160,6 +165,30 @@ class Instruments:
                 registry=r,
                 buckets=WRITE_BUCKETS,
             ),
+            schedule_fired=Counter(
+                "runpoint_schedule_ticks_fired",
+                "Schedule ticks this process fired as runs",
+                ["agent_id"],
+                registry=r,
+            ),
+            schedule_missed=Counter(
+                "runpoint_schedule_ticks_missed",
+                "Schedule ticks passed over that fired nothing (no server ran then)",
+                ["agent_id"],
+                registry=r,
+            ),
+            schedule_retried=Counter(
+                "runpoint_schedule_runs_retried",
+                "Failed runs of schedules continued from their last checkpoint",
+                ["agent_id"],
+                registry=r,
+            ),
+            schedule_delay=Histogram(
+                "runpoint_schedule_fire_delay_seconds",
+                "From a tick's time to its run being made",
+                registry=r,
+                buckets=WRITE_BUCKETS,
+            ),
         )
 
 
@@ -217,6 +246,19 @@ class Metrics:
         made.retention_bytes.inc(removed.size)
         made.retention_reclaimed.inc(removed.reclaimed)
         made.retention_sweeps.observe(timing.seconds)
+
+    @hookimpl
+    def runpoint_schedule_fired(self, schedule: Schedule, fired: ScheduleRun, delay: float) -> None:
+        self.instruments.schedule_fired.labels(schedule.agent_id).inc()
+        self.instruments.schedule_delay.observe(delay)
+
+    @hookimpl
+    def runpoint_schedule_missed(self, schedule: Schedule, ticks: int) -> None:
+        self.instruments.schedule_missed.labels(schedule.agent_id).inc(ticks)
+
+    @hookimpl
+    def runpoint_schedule_retried(self, schedule: Schedule, fired: ScheduleRun) -> None:
+        self.instruments.schedule_retried.labels(schedule.agent_id).inc()
 
     async def scrape(self, rp: Runpoint) -> tuple[bytes, str]:
         """The text exposition of every metric, and its media type."""

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from runpoint import hookimpl
 from runpoint.core.errors import ConfigurationError
+from runpoint.core.schedule import Schedule, ScheduleRun
 from runpoint.core.types import Checkpoint, Message, Run, RunStatus, Timing
 from runpoint.seams.retention import RETAINED, Removed
 
@@ -110,6 +111,21 @@ class Tracing:
             start_time=start,
         )
         span.end(end_time=start + int(timing.seconds * 1e9))
+
+    @hookimpl
+    def runpoint_schedule_fired(self, schedule: Schedule, fired: ScheduleRun, delay: float) -> None:
+        attributes: dict[str, str | float] = {
+            "runpoint.schedule.id": schedule.schedule_id,
+            "runpoint.schedule.tick": fired.tick,
+            "runpoint.schedule.delay_seconds": delay,
+            "runpoint.run.id": fired.run_id,
+            "runpoint.agent.id": schedule.agent_id,
+        }
+        start = int(fired.tick * 1e9)
+        span = self.tracer.start_span(
+            "schedule_fire", context=None, attributes=attributes, start_time=start
+        )  # a root: from the tick's time to its run being made
+        span.end(end_time=start + int(delay * 1e9))
 
     def _span(
         self,

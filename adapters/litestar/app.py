@@ -38,6 +38,7 @@ from . import (  # noqa: F401
     queue,
     reference,
     runs,
+    schedules,
     session_checkpoints,
     sessions,
     sse,

@@ -22,6 +22,7 @@ from runpoint.conformance import (  # noqa: F401
     optional,
     retention,
     runs,
+    schedules,
     session_checkpoints,
     sessions,
     transcripts,

@@ -37,6 +37,7 @@ class Capability(enum.StrEnum):
     SESSION_CHECKPOINTS = "session_checkpoints"
     IDEMPOTENCY = "idempotency"
     RETENTION = "retention"
+    SCHEDULES = "schedules"
     # optional: several backends (processes) sharing one store; text with U+0000 (NUL);
     # encryption at rest (`Encrypted`), each backend given a keyring of its own
     PROCESSES = "processes"

@@ -17,14 +17,13 @@ out, and another takes it over.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import math
 from collections.abc import Mapping
 
 from runpoint.core.types import KeyClaim, Run, new_id, now, stopwatch
 from runpoint.durable import SWEEP_BATCH, SWEEP_SECONDS
+from runpoint.durable.periodic import Periodic
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Removed, Retention
 from runpoint.seams.storage import Storage
@@ -34,7 +33,9 @@ CLAIM_SCOPE, CLAIM_KEY = "runpoint", "retention-sweep"
 PER_TRANSACTION = 5  # runs a removal takes at most: a short hold on the database
 
 
-class Sweeper:
+class Sweeper(Periodic):
+    name, log = "retention sweep", log
+
     def __init__(
         self,
         storage: Storage,
@@ -58,7 +59,6 @@ class Sweeper:
         self.every = every
         self.reclaim_pages = reclaim_pages  # at most this much space back per sweep
         self.after = 0  # where the next sweep reads on from
-        self._task: asyncio.Task[None] | None = None
 
     @property
     def removes(self) -> bool:
@@ -130,23 +130,11 @@ class Sweeper:
         return removed
 
     def start(self) -> None:
-        if self.removes and self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="retention sweeper")
+        if self.removes:
+            super().start()
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-
-    async def _loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.every)
-            try:
-                await self.sweep_in_turn()
-            except Exception:  # an outage: the next sweep tries again
-                log.exception("retention sweep failed")
+    async def once(self) -> Removed | None:
+        return await self.sweep_in_turn()
 
 
 def _chunks(runs: list[Run]) -> list[list[str]]:

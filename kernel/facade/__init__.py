@@ -21,6 +21,7 @@ from runpoint.durable import LEASE_SECONDS, SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
 from runpoint.durable.retention import Sweeper
+from runpoint.durable.schedules import SCHEDULE_SECONDS, Scheduler
 from runpoint.facade.runs import RunsFacade
 from runpoint.facade.sessions import SessionsFacade
 from runpoint.reads.queries import Queries
@@ -32,6 +33,7 @@ from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
 from runpoint.runs.fan_out import FanOut
 from runpoint.runs.jobs import Jobs
+from runpoint.runs.schedules import Schedules
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
@@ -73,6 +75,8 @@ class Runpoint(RunsFacade, SessionsFacade):
         sweep_seconds: float = SWEEP_SECONDS,
         sweep_batch: int = SWEEP_BATCH,
         keyring: Keyring | None = None,
+        schedule: bool = True,
+        schedule_seconds: float = SCHEDULE_SECONDS,
     ) -> None:
         """Serve `agents` from `database` (a SQLite file's path, `sqlite:///PATH`,
         `postgresql://...` or `memory:`, read by `runpoint.seams.host.database_url`; its
@@ -93,7 +97,11 @@ class Runpoint(RunsFacade, SessionsFacade):
         runpoint.durable.retention).
 
         With a `keyring`, what users, tools and models wrote is stored encrypted (see
-        `runpoint.seams.storage.Encrypted`); a storage that cannot is refused."""
+        `runpoint.seams.storage.Encrypted`); a storage that cannot is refused.
+
+        With `schedule`, this process fires the schedules' due ticks (a pass every
+        `schedule_seconds`) and settles their runs, as every other such process does:
+        each tick fires once (see runpoint.durable.schedules)."""
         self.host = host or PluginHost()
         agents = list(agents)
         for agent in agents:  # fail at start-up, not at the first run
@@ -146,6 +154,15 @@ class Runpoint(RunsFacade, SessionsFacade):
             batch=sweep_batch,
             every=sweep_seconds,
         )
+        self.schedules = Schedules(storage, self.host, self.commands, self.agents)
+        self.scheduler = Scheduler(
+            storage,
+            self.host,
+            self.schedules.fire,
+            self.schedules.settle,
+            every=schedule_seconds,
+        )
+        self._schedule = schedule
 
     async def open(self) -> Runpoint:
         await self.storage.open()
@@ -155,9 +172,12 @@ class Runpoint(RunsFacade, SessionsFacade):
             each_beat=self.approvals.expire_due,
         )
         self.sweeper.start()
+        if self._schedule:
+            self.scheduler.start()
         return self
 
     async def close(self) -> None:
+        await self.scheduler.stop()
         await self.sweeper.stop()
         await self.executor.close()
         await self.storage.close()

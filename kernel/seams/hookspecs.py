@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from runpoint import hookspec
+from runpoint.core.schedule import Schedule, ScheduleRun
 from runpoint.core.types import Approval, Checkpoint, Message, Run, Timing, ToolExecution
 from runpoint.seams.model import ModelProvider
 from runpoint.seams.policy import CheckpointPolicyFactory
@@ -93,6 +94,23 @@ def runpoint_approval_requested(approval: Approval, run: Run) -> None:
 @hookspec
 def runpoint_retention_swept(removed: Removed, timing: Timing) -> None:
     """A retention sweep ended: what it removed (see runpoint.durable.retention)."""
+
+
+@hookspec
+def runpoint_schedule_fired(schedule: Schedule, fired: ScheduleRun, delay: float) -> None:
+    """This process fired a schedule's tick as the run `fired.run_id`, `delay` seconds
+    after the tick's time (see runpoint.durable.schedules)."""
+
+
+@hookspec
+def runpoint_schedule_missed(schedule: Schedule, ticks: int) -> None:
+    """A schedule moved past `ticks` ticks that fired nothing (no server ran then)."""
+
+
+@hookspec
+def runpoint_schedule_retried(schedule: Schedule, fired: ScheduleRun) -> None:
+    """A schedule's failed run was continued from its last checkpoint, as attempt
+    `fired.attempt`."""
 
 
 # -- checkpoint-policy family -------------------------------------------------------

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 import pluggy
 
 from runpoint.core.errors import ConfigurationError
+from runpoint.core.schedule import Schedule, ScheduleRun
 from runpoint.core.types import Approval, Checkpoint, Message, Run, Timing, ToolExecution
 from runpoint.seams import hookspecs
 from runpoint.seams.agent import Agent
@@ -119,6 +120,17 @@ class RunHooks:
 
     def runpoint_retention_swept(self, *, removed: Removed, timing: Timing) -> None:
         self._notify("runpoint_retention_swept", removed=removed, timing=timing)
+
+    def runpoint_schedule_fired(
+        self, *, schedule: Schedule, fired: ScheduleRun, delay: float
+    ) -> None:
+        self._notify("runpoint_schedule_fired", schedule=schedule, fired=fired, delay=delay)
+
+    def runpoint_schedule_missed(self, *, schedule: Schedule, ticks: int) -> None:
+        self._notify("runpoint_schedule_missed", schedule=schedule, ticks=ticks)
+
+    def runpoint_schedule_retried(self, *, schedule: Schedule, fired: ScheduleRun) -> None:
+        self._notify("runpoint_schedule_retried", schedule=schedule, fired=fired)
 
     def _notify(self, hook: str, **arguments: object) -> None:
         # in pluggy's order: the last registered first

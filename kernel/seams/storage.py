@@ -34,6 +34,7 @@ from runpoint.core.types import (
 from runpoint.seams.approvals import ApprovalStore
 from runpoint.seams.jobs import JobStore
 from runpoint.seams.retention import RetentionStore
+from runpoint.seams.schedules import ScheduleStore
 
 if TYPE_CHECKING:
     from runpoint.core.keyring import Keyring
@@ -298,6 +299,7 @@ class Storage(
     RetentionStore,
     ApprovalStore,
     JobStore,
+    ScheduleStore,
     Protocol,
 ):
     """A storage backend: every role, opened once before use and closed after."""

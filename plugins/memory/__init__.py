@@ -13,6 +13,7 @@ from runpoint.plugins.memory.events import MemoryEvents
 from runpoint.plugins.memory.jobs import MemoryJobs
 from runpoint.plugins.memory.keys import MemoryKeys
 from runpoint.plugins.memory.runs import MemoryRuns
+from runpoint.plugins.memory.schedules import MemorySchedules
 from runpoint.plugins.memory.sessions import MemorySessions
 from runpoint.plugins.memory.transcripts import MemoryTranscripts
 from runpoint.seams.storage import StorageFactory
@@ -28,6 +29,7 @@ class MemoryStorage(
     MemoryKeys,
     MemoryApprovals,
     MemoryJobs,
+    MemorySchedules,
 ):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 

@@ -16,6 +16,7 @@ import msgspec
 
 from runpoint.core import transcript
 from runpoint.core.errors import ClaimLost, Conflict, Locked, NotFound
+from runpoint.core.schedule import Schedule, ScheduleRun
 from runpoint.core.types import (
     Approval,
     Checkpoint,
@@ -77,6 +78,8 @@ class Tables:
         self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
         self._secrets: dict[str, bytes] = {}
         self._approvals: dict[str, Approval] = {}
+        self._schedules: dict[str, Schedule] = {}
+        self._fired: dict[tuple[str, float], ScheduleRun] = {}  # by (schedule_id, tick)
         self._seq = itertools.count(1)
 
     async def open(self) -> None:

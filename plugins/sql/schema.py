@@ -89,8 +89,7 @@ runs = Table(
 )
 # The partial indexes. PostgreSQL's have the same conditions, which postgresql.py declares:
 # a `postgresql_where` here would import SQLAlchemy's PostgreSQL dialect (most of a tenth
-# of a second) into every start on SQLite.
-PARTIAL_INDEXES = (FORKS, IN_FLIGHT)
+# of a second) into every start on SQLite. (`PARTIAL_INDEXES`, after the last table.)
 
 messages = Table(
     "messages",
@@ -206,3 +205,36 @@ approvals = Table(
     Index("ix_approvals_run", "run_id"),
     Index("ix_approvals_due", "status", "expires_at"),
 )
+
+# Schedules (runpoint.core.schedule): the document, and beside it what the firing loop
+# queries and moves on by itself (`enabled`, `next_run_at`: the columns are the truth).
+schedules = Table(
+    "schedules",
+    metadata,
+    Column("schedule_id", String(64), primary_key=True),
+    Column("team_id", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("enabled", Boolean, nullable=False),
+    Column("next_run_at", Float),
+    Column("data", LargeBinary, nullable=False),
+    Index("ix_schedules_team_created", "team_id", "created_at"),
+    Index("ix_schedules_next_run_at", "next_run_at"),
+)
+
+# The runs schedules fired: one per (schedule, tick), its attempts counted (migration 0018).
+schedule_runs = Table(
+    "schedule_runs",
+    metadata,
+    Column("schedule_id", String(64), primary_key=True),
+    Column("tick", Float, primary_key=True),
+    Column("run_id", String(64), nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("attempt_at", Float, nullable=False),
+    Column("settled", Boolean, nullable=False),
+    Column("data", LargeBinary, nullable=False),
+    # partial (PostgreSQL's too: see PARTIAL_INDEXES)
+    UNSETTLED := Index(
+        "ix_schedule_runs_unsettled", "attempt_at", sqlite_where=text("NOT settled")
+    ),
+)
+PARTIAL_INDEXES = (FORKS, IN_FLIGHT, UNSETTLED)

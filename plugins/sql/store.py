@@ -22,6 +22,7 @@ from runpoint.plugins.sql.jobs import SqlJobs
 from runpoint.plugins.sql.leases import SqlLeases
 from runpoint.plugins.sql.retention import SqlRetention
 from runpoint.plugins.sql.runs import SqlRuns
+from runpoint.plugins.sql.schedules import SqlSchedules
 from runpoint.plugins.sql.schema import secrets
 from runpoint.plugins.sql.secrets import SqlSecrets
 from runpoint.plugins.sql.session_checkpoints import SqlSessionCheckpoints
@@ -44,6 +45,7 @@ class SqlStorage(
     SqlApprovals,
     SqlJobs,
     SqlEncryption,
+    SqlSchedules,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)

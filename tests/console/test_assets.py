@@ -29,7 +29,7 @@ async def client() -> AsyncIterator[AsyncTestClient[RunpointApp]]:
 def references(text: str) -> set[str]:
     """The files a page or module loads: src/href attributes and module imports, each
     relative to the page's folder (so that they load under any prefix)."""
-    found = re.findall(r'(?:src|href)="([\w-]+\.(?:css|js))"', text)
+    found = re.findall(r'(?:src|href)="([\w-]+\.(?:css|js|html))"', text)
     found += re.findall(r'from "\./([^"]+)"', text)
     return {"/ui/" + name for name in found}
 

@@ -129,7 +129,7 @@ def random_bodies(seed: int, count: int) -> list[Body]:
 
 # every operation that takes a body: both dialects' creates, continue, forks and fan-out, and
 # AgentOS's session operations (create, update, rename, delete several), resolving an
-# approval and resuming a run's stream
+# approval, resuming a run's stream, and a schedule's create and update
 WITH_BODY = [(op.method, op.path) for op in operations(document()) if op.body_types]
 
 
@@ -139,7 +139,8 @@ async def test_no_hostile_body_is_a_5xx(client: Client, method: str, template: s
     created = await client.post(
         "/agents/travel-agent/runs", data={"message": "Paris", "stream": "false"}
     )
-    ids = {"agent_id": "travel-agent"} | created.json()  # run_id, session_id
+    # run_id, session_id; a schedule that does not exist (a 404 is no 5xx either)
+    ids = {"agent_id": "travel-agent", "schedule_id": "no-such-schedule"} | created.json()
     if "{approval_id}" in template:  # a paused run's approval, pending while it is fuzzed
         booking = {"message": "Book Paris", "stream": "false"}
         paused = (await client.post("/agents/booking-agent/runs", data=booking)).json()

@@ -44,6 +44,18 @@ CONFIG = {
         # 400 from the server; the document cannot know a run's length.
         "positive_data_acceptance": {"expected-statuses": ["2xx", "400", "404", "409"]},
     },
+    # a cron expression, a time zone or an agent the document cannot enumerate is a 422
+    # naming the field, as the issue and AgentOS have it
+    "operations": [
+        {
+            "include-operation-id": ["create_schedule", "update_schedule"],
+            "checks": {
+                "positive_data_acceptance": {
+                    "expected-statuses": ["2xx", "400", "404", "409", "422"]
+                }
+            },
+        }
+    ],
 }
 
 

@@ -34,6 +34,7 @@ OWNED = (
     "run_id",
     "approval_id",
     "job_id",
+    "schedule_id",
 )  # the inputs that name a team's things
 # inputs an operation needs beyond the things it names, by operation
 BODIES: dict[str, dict[str, Any]] = {
@@ -44,6 +45,12 @@ BODIES: dict[str, dict[str, Any]] = {
     "update_session": {"session_name": "beta's now"},
     "delete_sessions": {"session_types": ["agent"]},
     "resolve_approval": {"status": "approved"},
+    "create_schedule": {
+        "name": "beta-own",
+        "endpoint": "/agents/travel-agent/runs",
+        "payload": {"message": "Lagos"},
+    },
+    "update_schedule": {"name": "betas-now"},
 }
 
 
@@ -108,9 +115,20 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
     alpha["approval_id"] = inbox.json()["data"][0]["id"]
     alpha["job_id"] = alpha["run_id"]
     alpha["session_ids"] = [alpha["session_id"]]
+    schedule = await client.post(
+        "/schedules",
+        json={
+            "name": "alpha",
+            "endpoint": "/agents/travel-agent/runs",
+            "payload": {"message": SECRET},
+        },
+        headers=ALPHA,
+    )
+    alpha["schedule_id"] = schedule.json()["id"]
     missing = alpha | {
         "session_id": str(uuid.uuid4()),
         "run_id": str(uuid.uuid4()),
+        "schedule_id": str(uuid.uuid4()),
         "approval_id": str(uuid.uuid4()),
     }
     missing["job_id"] = missing["run_id"]

@@ -83,6 +83,13 @@ export const api = {
     json(path`/agents/${agentId}/runs/${runId}/diff?session_id=${sessionId}&other_run_id=${otherRunId}`),
   approvals: () => json("/approvals?status=pending&limit=100"),
   resolveApproval: (approvalId, body) => json(path`/approvals/${approvalId}/resolve`, post(body)),
+  schedules: () => json("/schedules?limit=1000"),
+  createSchedule: (body) => json("/schedules", post(body)),
+  setScheduleEnabled: (scheduleId, enabled) =>
+    json(enabled ? path`/schedules/${scheduleId}/enable` : path`/schedules/${scheduleId}/disable`, { method: "POST" }),
+  triggerSchedule: (scheduleId, key) =>
+    json(path`/schedules/${scheduleId}/trigger`, { method: "POST", headers: { "Idempotency-Key": key } }),
+  scheduleRuns: (scheduleId, limit = 5) => json(path`/schedules/${scheduleId}/runs?limit=${limit}`),
   forkSession: (agentId, sessionId) =>
     json(path`/agents/${agentId}/sessions/${sessionId}/fork`, { method: "POST" }),
 

@@ -1,0 +1,41 @@
+"""Work a server process does every so many seconds, in a task of its own, off the
+request path (the retention sweeper, the schedule loop)."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import logging
+
+
+class Periodic(abc.ABC):
+    """`once` every `every` seconds from `start` until `stop`; a pass that fails (an
+    outage) is logged, and the next tries again."""
+
+    every: float
+    name: str  # of its task, and of what its log says failed
+    log: logging.Logger
+    _task: asyncio.Task[None] | None = None
+
+    @abc.abstractmethod
+    async def once(self) -> object: ...
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name=self.name)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.every)
+            try:
+                await self.once()
+            except Exception:
+                self.log.exception("%s failed", self.name)
