@@ -221,7 +221,7 @@ schedules = Table(
     Index("ix_schedules_next_run_at", "next_run_at"),
 )
 
-# The runs schedules fired: one per (schedule, tick), its attempts counted (migration 0018).
+# The runs schedules fired: one per (schedule, tick), its attempts counted (migration 0017).
 schedule_runs = Table(
     "schedule_runs",
     metadata,

@@ -1,13 +1,13 @@
 """Schedules, and the runs they fired (one per schedule and tick).
 
-Revision ID: 0018
-Revises: 0015
+Revision ID: 0017
+Revises: 0016
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0018"
+revision = "0017"
 down_revision = "0016"
 branch_labels = None
 depends_on = None
