@@ -76,10 +76,14 @@ async def an_approval(rp: Runpoint) -> Approval:
     return approval
 
 
-async def a_schedule(rp: Runpoint) -> str:
+async def a_schedule(rp: Runpoint, agent_id: str = "a") -> str:
     """A schedule firing every second (in a `Runpoint` that does not fire them)."""
     every = Schedule(
-        schedule_id=new_id(), name="s", agent_id="a", message=SECRETS[4], cron_expr="* * * * * *"
+        schedule_id=new_id(),
+        name="s",
+        agent_id=agent_id,
+        message=SECRETS[4],
+        cron_expr="* * * * * *",
     )
     return (await rp.schedules.create(every)).schedule_id
 
