@@ -97,11 +97,7 @@ async def test_a_failed_turn_ends_the_run_and_continue_resumes_it(
 # a single vendor call's answer is decoded by runpoint (plugins/vendor_replies), its errors
 # by the SDK: failure kind -> (how the vendor fails, what the run records, and says)
 SINGLE_CALL_FAILURES: dict[str, tuple[Callable[[Api], Reply], str, str]] = {
-    "rate-limit": (
-        lambda api: wire.error(api.provider, 429, "Rate limit reached"),
-        "RateLimitError",
-        "Rate limit reached",
-    ),
+    "rate-limit": (FAILURES["rate-limit"][0], "RateLimitError", "Rate limit reached"),
     "bad-request": (
         lambda api: wire.error(api.provider, 400, "The prompt is too long"),
         "BadRequestError",
