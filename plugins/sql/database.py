@@ -47,6 +47,9 @@ class Database(abc.ABC):
         self.autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         self.appends = GroupCommit(self.append_events)
         self.codec = Codec()  # no keyring until one is given (`SqlStorage.seal_with`)
+        # runs whose last save failed with its outcome unknown (a connection cut at its
+        # commit may have written it): run id -> the revision it was saved at
+        self.unsure: dict[str, int] = {}
 
     async def open(self) -> None:
         await migrate.upgrade(self.engine)

@@ -27,7 +27,7 @@ from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.events import event_rows
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
-from runpoint.plugins.sql.schema import checkpoints, messages, tool_calls
+from runpoint.plugins.sql.schema import checkpoints, messages, runs, tool_calls
 from runpoint.plugins.sql.sealing import Codec
 
 _decode_message = msgspec.json.Decoder(Message).decode
@@ -113,11 +113,36 @@ class SqlTranscripts:
     ) -> None:
         written = encoded_save(run, messages, checkpoint, self.db.codec, intents, events)
         if answering is None:  # a write of its own, maybe with other runs' (database.py)
-            saved(run, await self.db.save(written))
+            unsure = self.db.unsure.pop(run.run_id, None) == run.revision
+            try:
+                cancel_requested = await self.db.save(written)
+            except Exception:
+                self.db.unsure[run.run_id] = run.revision
+                raise
+            if cancel_requested is None and unsure:
+                cancel_requested = await self._landed(written)
+            saved(run, cancel_requested)
             return
         async with self.db.write() as conn:  # a transaction with the key's answer
             await record_answer(conn, answering)
             saved(run, await self.db.write_save(conn, written))
+
+    async def _landed(self, written: Save) -> bool | None:
+        """The run's `cancel_requested` if the save that failed before this one (its answer
+        lost with its connection) was written after all: the run is one revision on, with
+        this save's state; else None (another writer's change)."""
+        run, codec = written.run, self.db.codec
+        found = await self.db.read(
+            select(runs.c.revision, runs.c.cancel_requested, runs.c.state).where(
+                runs.c.run_id == run.run_id
+            )
+        )
+        if not found or found[0][0] != run.revision + 1:
+            return None
+        stored, ours = (
+            codec.open(s, runs.name, "state", run.run_id) for s in (found[0][2], written.state)
+        )
+        return bool(found[0][1]) if stored == ours else None
 
     async def read_messages(
         self, segments: Sequence[Segment], upto: int, start: int = 0

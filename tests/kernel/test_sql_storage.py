@@ -21,6 +21,7 @@ from runpoint.conformance import build
 from runpoint.conformance.events import events
 from runpoint.core.errors import Conflict
 from runpoint.core.types import Edit, Run, RunStatus, Segment, Session, Usage
+from runpoint.plugins.sql.database import Save
 from runpoint.plugins.sql.sqlite import Sqlite
 from runpoint.plugins.sql.store import SqlStorage
 
@@ -408,3 +409,39 @@ async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed
         await joining
     await asyncio.wait_for(written, 5)  # committed by the last of the group, which failed
     assert await held.written()
+
+
+async def test_a_save_whose_answer_was_lost_is_found_written_when_retried(
+    storage: SqlStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection cut at its commit: the save was written, its writer got an error and
+    retries it (runpoint.durable.outages). The retry finds its own write and goes on, once;
+    the retry of a save another writer has since overtaken is still a conflict."""
+    _, run = await build.started(storage, build.messages(1))
+    real = storage.db.save
+
+    async def written_then_lost(written: Save) -> bool | None:
+        await real(written)
+        raise ConnectionResetError("the answer was lost with the connection")
+
+    new = build.messages(1, "more")
+    monkeypatch.setattr(storage.db, "save", written_then_lost)
+    with pytest.raises(ConnectionResetError):
+        await build.append(storage, run, new)
+    monkeypatch.undo()
+    revision = run.revision
+    await storage.save(run, new, None)
+    assert run.revision == revision + 1
+    assert await storage.get_run(run.run_id) == run
+    assert await build.transcript(storage, run) == build.messages(1) + new
+
+    monkeypatch.setattr(storage.db, "save", written_then_lost)
+    with pytest.raises(ConnectionResetError):
+        await storage.save(run, [], None)
+    monkeypatch.undo()
+    other = await storage.get_run(run.run_id)
+    assert other is not None
+    other.count_appended(other.message_count, Usage(1, 1))  # another writer's change
+    await storage.save(other, [], None)
+    with pytest.raises(Conflict):
+        await storage.save(run, [], None)
