@@ -169,7 +169,7 @@ class Runpoint(RunsFacade, SessionsFacade):
         await self.executor.open(
             execute_queued=self._execute_queued,
             recover=self._recover,
-            each_beat=self.approvals.expire_due,
+            each_beat=self.approvals.beat,
         )
         self.sweeper.start()
         if self._schedule:

@@ -5,15 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, exists, func, or_, select, update
 
-from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus
+from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, RunStatus
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
-from runpoint.plugins.sql.schema import approvals
+from runpoint.plugins.sql.schema import approvals, runs
 
 _decode = msgspec.json.Decoder(Approval).decode
 _c = approvals.c
+_newer = approvals.alias("newer")
+_STALE = (
+    select(_c.data)
+    .select_from(approvals.outerjoin(runs, runs.c.run_id == _c.run_id))
+    .where(
+        _c.status == "pending",
+        or_(
+            runs.c.run_id.is_(None),
+            runs.c.status != RunStatus.PAUSED.value,
+            runs.c.hidden,
+            exists().where(_newer.c.run_id == _c.run_id, _newer.c.created_at > _c.created_at),
+        ),
+    )
+    .order_by(_c.created_at)
+)
 
 
 class SqlApprovals:
@@ -94,3 +109,6 @@ class SqlApprovals:
             .limit(limit)
         )
         return [_decode(row[0]) for row in await self.db.read(due)]
+
+    async def stale_approvals(self, limit: int) -> list[Approval]:
+        return [_decode(row[0]) for row in await self.db.read(_STALE.limit(limit))]
