@@ -187,6 +187,36 @@ async def test_ticks_missed_while_no_server_ran_follow_the_policy(
         assert [f.tick for f in fired] == [start + 3 * 3600 + 1800] and counted.missed == 3
 
 
+@SQL
+async def test_a_tick_fired_before_its_key_went_fires_no_more(database: str) -> None:
+    counted = Counted()
+    hourly = Schedule(
+        schedule_id="hourly",
+        name="hourly",
+        agent_id="echo",
+        message="go",
+        cron_expr="0 * * * *",
+        missed="run_once",
+    )
+    tick = datetime(2026, 6, 1, 10, 0, tzinfo=ZoneInfo("UTC")).timestamp()
+    clock = Clock(tick - 1800)
+    async with Runpoint(
+        AGENTS, database=database, schedule=False, host=PluginHost([counted])
+    ) as rp:
+        await driven(rp, clock).schedules.create(hourly)
+        clock.at = tick
+        assert await rp.scheduler.run_due() == 1
+        # its process died after the run was made, before it moved the schedule on; the
+        # server stayed down until the retention sweep had removed the tick's key
+        assert await rp.storage.advance_schedule("hourly", tick + 3600, tick)
+        assert await rp.storage.remove_answered_keys(now() + 1, 1000) >= 1
+        clock.at = tick + 600  # late past the grace: the tick is the latest missed
+        assert await rp.scheduler.run_due() == 0
+        fired = await fired_runs(rp, "hourly")
+        assert [f.tick for f in fired] == [tick] and counted.missed == 0
+        assert (await rp.schedules.get("hourly")).next_run_at == tick + 3600
+
+
 async def test_late_ticks_within_the_grace_each_fire_in_order(rp: Runpoint) -> None:
     counted = Counted()
     rp.host.manager.register(counted)
