@@ -69,6 +69,17 @@ async def rp(database: str) -> AsyncIterator[Runpoint]:
         yield opened
 
 
+def on_the_hour(missed: str) -> Schedule:
+    return Schedule(
+        schedule_id="hourly",
+        name="hourly",
+        agent_id="echo",
+        message="go",
+        cron_expr="0 * * * *",
+        missed=missed,  # type: ignore[arg-type]
+    )
+
+
 async def fired_runs(rp: Runpoint, schedule_id: str) -> list[ScheduleRun]:
     return await rp.schedules.runs(schedule_id, limit=10_000, offset=0)
 
@@ -161,14 +172,7 @@ async def test_ticks_missed_while_no_server_ran_follow_the_policy(
     database: str, missed: str
 ) -> None:
     counted = Counted()
-    hourly = Schedule(
-        schedule_id="hourly",
-        name="hourly",
-        agent_id="echo",
-        message="go",
-        cron_expr="0 * * * *",
-        missed=missed,  # type: ignore[arg-type]
-    )
+    hourly = on_the_hour(missed)
     start = datetime(2026, 6, 1, 9, 30, tzinfo=ZoneInfo("UTC")).timestamp()
     clock = Clock(start)
     async with Runpoint(
@@ -190,14 +194,7 @@ async def test_ticks_missed_while_no_server_ran_follow_the_policy(
 @SQL
 async def test_a_tick_fired_before_its_key_went_fires_no_more(database: str) -> None:
     counted = Counted()
-    hourly = Schedule(
-        schedule_id="hourly",
-        name="hourly",
-        agent_id="echo",
-        message="go",
-        cron_expr="0 * * * *",
-        missed="run_once",
-    )
+    hourly = on_the_hour("run_once")
     tick = datetime(2026, 6, 1, 10, 0, tzinfo=ZoneInfo("UTC")).timestamp()
     clock = Clock(tick - 1800)
     async with Runpoint(
