@@ -14,6 +14,7 @@ import msgspec
 
 from runpoint import hookimpl
 from runpoint.plugins import vendor_messages as vm
+from runpoint.plugins import vendor_replies as vr
 from runpoint.plugins.vendor_model import VendorModel, as_written
 from runpoint.seams.model import (
     Chunk,
@@ -86,20 +87,20 @@ class Claude(VendorModel["AsyncAnthropic"]):
 
     async def _respond(self, client: AsyncAnthropic, request: ModelRequest) -> ModelResponse:
         from anthropic import DEFAULT_TIMEOUT
-        from anthropic.types import Message
+        from httpx2 import Response
 
         if (self.max_tokens or DEFAULT_MAX_TOKENS) > LONGEST_SINGLE_CALL:
             async for chunk in self._stream(client, request):
                 if isinstance(chunk, ModelResponse):
                     return chunk
-        message = await client.post(
+        raw = await client.post(
             MESSAGES,
-            cast_to=Message,
+            cast_to=Response,  # the SDK returns its HTTP client's response, unparsed
             content=self._content(request),
             # as `messages.create`, which names the default timeout in the request's headers
             options={"timeout": DEFAULT_TIMEOUT} if client.timeout == DEFAULT_TIMEOUT else {},
         )
-        return vm.from_claude(message)
+        return vm.from_claude(msgspec.json.decode(raw.content, type=vr.ClaudeMessage))
 
     async def _stream(self, client: AsyncAnthropic, request: ModelRequest) -> AsyncIterator[Chunk]:
         from anthropic import AsyncStream
@@ -127,7 +128,7 @@ class Claude(VendorModel["AsyncAnthropic"]):
                     elif event.delta.type == "input_json_delta":
                         yield ToolCallDelta(calls[event.index], event.delta.partial_json)
             message = await stream.get_final_message()
-        yield vm.from_claude(message)
+        yield vm.from_claude(vr.attributes(message, vr.ClaudeMessage))
 
 
 def mark_breakpoints(body: dict[str, Any]) -> None:

@@ -11,8 +11,11 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from runpoint import hookimpl
 from runpoint.plugins import vendor_messages as vm
+from runpoint.plugins import vendor_replies as vr
 from runpoint.plugins.vendor_model import VendorModel, as_written, given
 from runpoint.seams.model import (
     Chunk,
@@ -72,7 +75,8 @@ class OpenAIResponses(_OpenAIModel):
         return as_written(body, model=self.id)
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
-        return vm.from_responses(await client.responses.create(**self._params(request)))
+        raw = await client.responses.with_raw_response.create(**self._params(request))
+        return vm.from_responses(msgspec.json.decode(raw.content, type=vr.Response))
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
         calls: dict[int, int] = {}  # output item index -> index of the tool call in the turn
@@ -91,7 +95,7 @@ class OpenAIResponses(_OpenAIModel):
                 elif event.type == "response.function_call_arguments.delta":
                     yield ToolCallDelta(calls[event.output_index], event.delta)
                 elif event.type in ("response.completed", "response.incomplete", "response.failed"):
-                    yield vm.from_responses(event.response)
+                    yield vm.from_responses(vr.attributes(event.response, vr.Response))
                     return
         raise vm.MalformedResponse("the response stream ended before the response did")
 
@@ -114,7 +118,8 @@ class OpenAIChat(_OpenAIModel):
         return as_written(body, model=self.id, messages=[])
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
-        return vm.from_chat(await client.chat.completions.create(**self._params(request)))
+        raw = await client.chat.completions.with_raw_response.create(**self._params(request))
+        return vm.from_chat(msgspec.json.decode(raw.content, type=vr.ChatCompletion))
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
         from openai.lib.streaming.chat import ChatCompletionStreamState
@@ -141,7 +146,7 @@ class OpenAIChat(_OpenAIModel):
                         )
         if not finished:
             raise vm.MalformedResponse("the completion stream ended before the completion did")
-        yield vm.from_chat(state.get_final_completion())
+        yield vm.from_chat(vr.attributes(state.get_final_completion(), vr.ChatCompletion))
 
 
 @hookimpl

@@ -21,14 +21,14 @@ from runpoint.seams.model import ModelResponse, ToolSchema
 
 if TYPE_CHECKING:  # the SDKs' types only: importing an SDK takes seconds
     from anthropic.types import ContentBlockParam, MessageParam, ToolParam
-    from anthropic.types import Message as ClaudeMessage
     from openai.types.chat import (
-        ChatCompletion,
         ChatCompletionAssistantMessageParam,
         ChatCompletionMessageParam,
         ChatCompletionToolParam,
     )
-    from openai.types.responses import FunctionToolParam, Response, ResponseInputItemParam
+    from openai.types.responses import FunctionToolParam, ResponseInputItemParam
+
+    from runpoint.plugins.vendor_replies import ChatCompletion, ClaudeMessage, Response
 
 T = TypeVar("T")
 
@@ -201,7 +201,7 @@ def from_chat(completion: ChatCompletion) -> ModelResponse:
     calls = [
         tool_call(c.id, c.function.name, c.function.arguments)
         for c in message.tool_calls or ()
-        if c.type == "function"
+        if c.type == "function" and c.function
     ]
     usage = completion.usage
     return ModelResponse(

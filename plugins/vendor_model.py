@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, TypeVar
 
+import msgspec
+
 from runpoint.core.errors import ConfigurationError, needs_extra
 from runpoint.plugins.vendor_messages import MalformedResponse
 from runpoint.seams.model import Chunk, ModelRequest, ModelResponse, TextDelta
@@ -68,7 +70,8 @@ class VendorModel(ABC, Generic[Client]):
                 if response.content:
                     yield TextDelta(response.content)
                 yield response
-        except json.JSONDecodeError as exc:  # the SDKs read bodies and events with json
+        # the SDKs read events with json; runpoint reads single answers with msgspec
+        except (json.JSONDecodeError, msgspec.DecodeError) as exc:
             raise MalformedResponse(f"{self.name} answered with something not JSON: {exc}") from exc
 
     def deprecation(self) -> str | None:

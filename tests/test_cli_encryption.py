@@ -19,7 +19,8 @@ from runpoint.core.types import Segment
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql.schema import messages
-from tests.storage.test_encryption import NEW, OLD, async_url
+from tests.kernel.test_approvals import paused
+from tests.storage.test_encryption import NEW, OLD, SECRETS, a_schedule, async_url
 
 COMMAND = Path(sys.executable).parent / "runpoint"
 RUNS = 40
@@ -72,7 +73,10 @@ async def under(database: str, key_id: str) -> int:
 async def test_a_rotation_killed_midway_loses_nothing_and_resumes(
     database: str, tmp_path: Path
 ) -> None:
-    async with Runpoint(agents, database=database, keyring=Keyring({"k1": OLD})) as rp:
+    async with Runpoint(
+        agents, database=database, keyring=Keyring({"k1": OLD}), schedule=False
+    ) as rp:
+        approval, schedule_id = await paused(rp), await a_schedule(rp, "travel-agent")
         made = [
             await (
                 await rp.create_run(CreateRun(agent_id="travel-agent", message=f"city {n}"))
@@ -111,21 +115,32 @@ async def test_a_rotation_killed_midway_loses_nothing_and_resumes(
         "db", "rotate-key", "--check", "--db", database, "--encryption-keys", new_only
     )
     assert (status, out.strip()) == (0, "0 stored documents are not under key 'k2'")
-    async with Runpoint(agents, database=database, keyring=Keyring({"k2": NEW})) as rp:
+    async with Runpoint(
+        agents, database=database, keyring=Keyring({"k2": NEW}), schedule=False
+    ) as rp:
         for run in made:
             detail = await rp.get_run(run.run_id)
             assert detail.messages[0].content == run.input
             assert detail.run.content == run.content
+        assert (await rp.approvals.get(approval.id)).calls == approval.calls
+        assert (await rp.schedules.get(schedule_id)).message == SECRETS[4]
 
 
 async def test_db_encrypt_seals_what_was_in_the_clear(database: str, tmp_path: Path) -> None:
-    async with Runpoint(agents, database=database) as rp:
+    async with Runpoint(agents, database=database, schedule=False) as rp:
         run = await (
             await rp.create_run(CreateRun(agent_id="travel-agent", message="Quito"))
         ).result()
+        approval, schedule_id = await paused(rp), await a_schedule(rp, "travel-agent")
+        messages_in_all = run.message_count + (await rp.queries.run(approval.run_id)).message_count
     keys = keys_file(tmp_path / "keys", ("k1", OLD))
     status, out, _ = await runpoint("db", "encrypt", "--db", database, "--encryption-keys", keys)
     assert status == 0 and "the database is encrypted" in out, out
-    assert await under(database, "k1") == run.message_count
-    async with Runpoint(agents, database=database, keyring=Keyring({"k1": OLD})) as rp:
+    assert await under(database, "k1") == messages_in_all
+    # encryption done: a row still in the clear would be refused
+    async with Runpoint(
+        agents, database=database, keyring=Keyring({"k1": OLD}), schedule=False
+    ) as rp:
         assert (await rp.get_run(run.run_id)).messages[0].content == "Quito"
+        assert (await rp.approvals.get(approval.id)).calls == approval.calls
+        assert (await rp.schedules.get(schedule_id)).message == SECRETS[4]

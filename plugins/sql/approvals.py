@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -11,12 +13,14 @@ from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, RunStat
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import approvals, runs
+from runpoint.plugins.sql.sealing import Codec, readable
 
 _decode = msgspec.json.Decoder(Approval).decode
 _c = approvals.c
+_ROWS = (_c.id, _c.data)  # the key each document is sealed under, and the document
 _newer = approvals.alias("newer")
 _STALE = (
-    select(_c.data)
+    select(*_ROWS)
     .select_from(approvals.outerjoin(runs, runs.c.run_id == _c.run_id))
     .where(
         _c.status == "pending",
@@ -48,14 +52,14 @@ class SqlApprovals:
                     pause_type=approval.pause_type,
                     created_at=approval.created_at,
                     expires_at=approval.expires_at,
-                    data=document(approval),
+                    data=_sealed(self.db.codec, approval),
                 )
             )
             return bool(added.rowcount)
 
     async def get_approval(self, approval_id: str) -> Approval | None:
-        found = await self.db.read(select(_c.data).where(_c.id == approval_id))
-        return _decode(found[0][0]) if found else None
+        found = await self.db.read(select(*_ROWS).where(_c.id == approval_id))
+        return _opened(self.db.codec, found[0]) if found else None
 
     async def list_approvals(
         self, query: ApprovalQuery, *, limit: int, offset: int
@@ -69,13 +73,14 @@ class SqlApprovals:
         if not limit:
             return [], int(total[0][0])
         page = (
-            select(_c.data)
+            select(*_ROWS)
             .where(*wanted)
             .order_by(_c.created_at.desc(), _c.id)
             .limit(limit)
             .offset(offset)
         )
-        return [_decode(row[0]) for row in await self.db.read(page)], int(total[0][0])
+        rows = await self.db.read(page)
+        return [_opened(self.db.codec, row) for row in rows], int(total[0][0])
 
     async def settle_approval(
         self,
@@ -86,13 +91,15 @@ class SqlApprovals:
     ) -> Approval | None:
         pending = (_c.id == approval_id) & (_c.status == "pending")
         async with self.db.write() as conn:
-            data = await conn.scalar(self.db.locking(select(_c.data).where(pending)))
-            if data is None:
+            found = (await conn.execute(self.db.locking(select(*_ROWS).where(pending)))).all()
+            if not found:
                 return None
-            approval = _decode(data)
+            approval = _opened(self.db.codec, found[0])
             approval.settle(status, resolved_by, resolution_data)
             settled = await conn.execute(
-                update(approvals).where(pending).values(status=status, data=document(approval))
+                update(approvals)
+                .where(pending)
+                .values(status=status, data=_sealed(self.db.codec, approval))
             )
             return approval if settled.rowcount else None
 
@@ -103,12 +110,23 @@ class SqlApprovals:
 
     async def due_approvals(self, before: float, limit: int) -> list[Approval]:
         due = (
-            select(_c.data)
+            select(*_ROWS)
             .where(_c.status == "pending", _c.expires_at < before)
             .order_by(_c.expires_at)
             .limit(limit)
         )
-        return [_decode(row[0]) for row in await self.db.read(due)]
+        return readable(await self.db.read(due), partial(_opened, self.db.codec))
 
     async def stale_approvals(self, limit: int) -> list[Approval]:
-        return [_decode(row[0]) for row in await self.db.read(_STALE.limit(limit))]
+        rows = await self.db.read(_STALE.limit(limit))
+        return readable(rows, partial(_opened, self.db.codec))
+
+
+# module functions, not methods: SqlStorage mixes every Sql* class into one namespace
+def _sealed(codec: Codec, approval: Approval) -> bytes:
+    return codec.seal(document(approval), approvals.name, "data", approval.id)
+
+
+def _opened(codec: Codec, row: Sequence[Any]) -> Approval:
+    id_, data = row
+    return _decode(codec.open(data, approvals.name, "data", id_))

@@ -1,9 +1,9 @@
 """Turning encryption on, and rotating its key, online (see `runpoint.seams.storage.Encrypted`).
 
 Whether rows in the clear may still be read is the database's to say, in its `secrets`
-row `UNDER_WAY`: recorded when a keyring first opens a database that holds runs (or when
-`runpoint db encrypt` starts), removed when a pass of `reseal` found none left. A server
-reads it at start and, while it stands, every `WATCH_SECONDS`."""
+row `UNDER_WAY`: recorded when a keyring first opens a database that holds runs or
+schedules (or when `runpoint db encrypt` starts), removed when a pass of `reseal` found
+none left. A server reads it at start and, while it stands, every `WATCH_SECONDS`."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from sqlalchemy import ColumnElement, and_, bindparam, delete, select, tuple_, u
 
 from runpoint.core.keyring import Keyring, Unopened, key_id_of
 from runpoint.plugins.sql.database import Database
-from runpoint.plugins.sql.schema import metadata, runs, secrets
+from runpoint.plugins.sql.schema import metadata, runs, schedules, secrets
 from runpoint.plugins.sql.sealing import SEALED, UNDER_WAY, Codec, SealedColumns, aad
 from runpoint.seams.storage import Resealed
 
@@ -42,8 +42,10 @@ class SqlEncryption:
             return
         async with self.db.write() as conn:
             first = await conn.execute(self.db.insert_new(secrets).values(name=_SEEN, value=b""))
-            # a keyring's first opening of a database with runs: they are in the clear
-            if first.rowcount and await conn.scalar(select(runs.c.seq).limit(1)) is not None:
+            # a keyring's first opening of a database with runs (or schedules, made before
+            # any run): they are in the clear
+            held = select(runs.c.run_id).union_all(select(schedules.c.schedule_id)).limit(1)
+            if first.rowcount and await conn.scalar(held) is not None:
                 await conn.execute(self.db.insert_new(secrets).values(name=UNDER_WAY, value=b""))
         self.db.codec.clear_ok = await self._under_way()
         if self.db.codec.clear_ok:

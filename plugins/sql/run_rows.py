@@ -4,17 +4,15 @@ it can be forgotten: a field has a column of its own, or is written once with th
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
-from runpoint.core.errors import Unreadable
 from runpoint.core.types import Run
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs
-from runpoint.plugins.sql.sealing import Codec
+from runpoint.plugins.sql.sealing import Codec, readable
 
 # kept in columns of their own (read back over the documents)
 COLUMN_FIELDS = (
@@ -94,14 +92,8 @@ def decode_runs(rows: Sequence[Sequence[Any]], codec: Codec) -> list[Run]:
 
 
 def readable_runs(rows: Sequence[Sequence[Any]], codec: Codec) -> list[Run]:
-    """`decode_runs` but for the rows that do not open (`Unreadable`, logged and counted
-    by the codec): for the scans that work through every run in the background (the
-    lease watch, retention), which one bad row must not stop for all the others."""
-    found = []
-    for row in rows:
-        with contextlib.suppress(Unreadable):
-            found.append(decode_run(row, codec))
-    return found
+    """`decode_runs` but for the rows that do not open (see `sealing.readable`)."""
+    return readable(rows, lambda row: decode_run(row, codec))
 
 
 def decode_run(row: Sequence[Any], codec: Codec) -> Run:

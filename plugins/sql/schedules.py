@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -12,11 +13,12 @@ from runpoint.core.schedule import Schedule, ScheduleRun
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import schedule_runs, schedules
+from runpoint.plugins.sql.sealing import Codec, readable
 
 _decode_schedule = msgspec.json.Decoder(Schedule).decode
 _decode_fired = msgspec.json.Decoder(ScheduleRun).decode
 _s, _r = schedules.c, schedule_runs.c
-_SCHEDULE = (_s.enabled, _s.next_run_at, _s.data)
+_SCHEDULE = (_s.schedule_id, _s.enabled, _s.next_run_at, _s.data)
 _GET = select(*_SCHEDULE).where(_s.schedule_id == bindparam("id"))
 _TEAM = (
     select(*_SCHEDULE)
@@ -51,7 +53,9 @@ class SqlSchedules:
             "created_at": schedule.created_at,
             "enabled": schedule.enabled,
             "next_run_at": schedule.next_run_at,
-            "data": document(schedule),
+            "data": self.db.codec.seal(
+                document(schedule), schedules.name, "data", schedule.schedule_id
+            ),
         }
         async with self.db.write() as conn:
             inserted = await conn.execute(
@@ -64,11 +68,11 @@ class SqlSchedules:
 
     async def get_schedule(self, schedule_id: str) -> Schedule | None:
         rows = await self.db.read(_GET, {"id": schedule_id})
-        return _schedules(rows)[0] if rows else None
+        return _schedule(self.db.codec, rows[0]) if rows else None
 
     async def list_schedules(self, *, team_id: str, limit: int, offset: int) -> list[Schedule]:
         page = {"team": team_id, "limit": limit, "offset": offset}
-        return _schedules(await self.db.read(_TEAM, page))
+        return [_schedule(self.db.codec, row) for row in await self.db.read(_TEAM, page)]
 
     async def delete_schedule(self, schedule_id: str) -> bool:
         async with self.db.write() as conn:
@@ -77,7 +81,8 @@ class SqlSchedules:
         return gone.rowcount == 1
 
     async def due_schedules(self, before: float, limit: int) -> list[Schedule]:
-        return _schedules(await self.db.read(_DUE, {"before": before, "limit": limit}))
+        due = await self.db.read(_DUE, {"before": before, "limit": limit})
+        return readable(due, partial(_schedule, self.db.codec))
 
     async def advance_schedule(self, schedule_id: str, tick: float, to: float | None) -> bool:
         async with self.db.write() as conn:
@@ -122,12 +127,11 @@ class SqlSchedules:
         return [_decode_fired(row[0]) for row in await self.db.read(_UNSETTLED, {"limit": limit})]
 
 
-def _schedules(rows: Sequence[Sequence[Any]]) -> list[Schedule]:
-    """Schedules from their documents, with the columns the loop moves on by itself."""
-    return [
-        msgspec.structs.replace(_decode_schedule(data), enabled=bool(enabled), next_run_at=at)
-        for enabled, at, data in rows
-    ]
+def _schedule(codec: Codec, row: Sequence[Any]) -> Schedule:
+    """A schedule from its document, with the columns the loop moves on by itself."""
+    schedule_id, enabled, at, data = row
+    opened = codec.open(data, schedules.name, "data", schedule_id)
+    return msgspec.structs.replace(_decode_schedule(opened), enabled=bool(enabled), next_run_at=at)
 
 
 def _fired_row(fired: ScheduleRun) -> dict[str, Any]:

@@ -9,21 +9,27 @@ source's rows under the source's run id), so a ciphertext copied onto another ro
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import NamedTuple
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, TypeVar
 
 from runpoint.core.errors import Unreadable
 from runpoint.core.keyring import MAGIC, Keyring, Unopened, key_id_of
 from runpoint.plugins.sql.schema import (
+    approvals,
     checkpoints,
     messages,
     run_events,
     runs,
+    schedules,
     session_checkpoints,
     tool_calls,
 )
 
 log = logging.getLogger("runpoint.encryption")
+Row = TypeVar("Row")
+Decoded = TypeVar("Decoded")
 
 # the `secrets` row that says `runpoint db encrypt` is under way: rows in the clear are
 # read as such only then
@@ -43,6 +49,8 @@ SEALED = (
     SealedColumns(run_events.name, ("run_id", "seq"), ("data",)),
     SealedColumns(tool_calls.name, ("run_id", "tool_call_id"), ("result",)),
     SealedColumns(session_checkpoints.name, ("checkpoint_id",), ("capture",)),
+    SealedColumns(approvals.name, ("id",), ("data",)),  # the paused calls' arguments
+    SealedColumns(schedules.name, ("schedule_id",), ("data",)),  # the message of its runs
 )
 
 
@@ -83,5 +91,17 @@ class Codec:
         return Unreadable(row, why)
 
 
+def readable(rows: Iterable[Row], decode: Callable[[Row], Decoded]) -> list[Decoded]:
+    """Each row decoded, but those that do not open (`Unreadable`, logged and counted by
+    the codec): for the scans that work through rows in the background (the lease watch,
+    retention, due approvals and schedules), which one bad row must not stop for all the
+    others."""
+    found = []
+    for row in rows:
+        with contextlib.suppress(Unreadable):
+            found.append(decode(row))
+    return found
+
+
 _SEALED = bytes([MAGIC])
-__all__ = ["SEALED", "UNDER_WAY", "Codec", "aad", "key_id_of"]
+__all__ = ["SEALED", "UNDER_WAY", "Codec", "aad", "key_id_of", "readable"]

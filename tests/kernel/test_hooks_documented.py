@@ -14,7 +14,7 @@ HOOKS = sorted(name for name in vars(hookspecs) if name.startswith("runpoint_"))
 
 
 def test_there_are_hooks() -> None:
-    assert len(HOOKS) == 18
+    assert len(HOOKS) == 19
 
 
 @pytest.mark.parametrize("hook", HOOKS)

@@ -92,3 +92,37 @@ async def test_a_failed_turn_ends_the_run_and_continue_resumes_it(
         (4, RunStatus.COMPLETED),
     ]
     assert "2.1M" in str(api.server.requests[-1].body)  # the resumed turn saw the result
+
+
+# a single vendor call's answer is decoded by runpoint (plugins/vendor_replies), its errors
+# by the SDK: failure kind -> (how the vendor fails, what the run records, and says)
+SINGLE_CALL_FAILURES: dict[str, tuple[Callable[[Api], Reply], str, str]] = {
+    "rate-limit": (FAILURES["rate-limit"][0], "RateLimitError", "Rate limit reached"),
+    "bad-request": (
+        lambda api: wire.error(api.provider, 400, "The prompt is too long"),
+        "BadRequestError",
+        "The prompt is too long",
+    ),
+    "another-shape": (
+        lambda api: Reply(body={"usage": "unknown"}),
+        "MalformedResponse",
+        "usage",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", SINGLE_CALL_FAILURES)
+async def test_a_single_calls_failure_is_the_sdks_error_or_a_malformed_response(
+    api: Api, kind: str, open_runpoint: OpenRunpoint
+) -> None:
+    failure, error, words = SINGLE_CALL_FAILURES[kind]
+    model = api.model(max_retries=0, streaming=False)
+    runpoint = await open_runpoint([travel_agent(model)])
+    api.server.play(failure(api))
+
+    handle = await runpoint.create_run(CreateRun(agent_id="travel", message="Population?"))
+    run = await handle.result()
+
+    assert run.status is RunStatus.ERROR
+    assert run.error is not None and run.error.startswith(error), run.error
+    assert words in run.error

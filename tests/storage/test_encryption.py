@@ -16,15 +16,22 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from runpoint import hookimpl
 from runpoint.core.errors import ConfigurationError, Unreadable
 from runpoint.core.keyring import Keyring
-from runpoint.core.types import RunStatus, Segment, ToolCall
+from runpoint.core.schedule import Schedule
+from runpoint.core.types import Approval, ApprovalQuery, RunStatus, Segment, ToolCall, new_id, now
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id
-from runpoint.seams.agent import Agent
+from runpoint.seams.agent import Agent, tool
 from runpoint.seams.host import PluginHost
 from runpoint.seams.model import ModelRequest, ModelResponse
 from runpoint.seams.storage import Encrypted
 
-SECRETS = ("TYPED-BY-A-USER", "A-TOOL-SAID-THIS", "THE-MODEL-ANSWERED", "look-up-argument")
+SECRETS = (
+    "TYPED-BY-A-USER",
+    "A-TOOL-SAID-THIS",
+    "THE-MODEL-ANSWERED",
+    "look-up-argument",
+    "A-SCHEDULE-SAYS-THIS",
+)
 OLD, NEW = os.urandom(32), os.urandom(32)
 
 
@@ -41,7 +48,13 @@ def respond(request: ModelRequest) -> ModelResponse:
     return ModelResponse(content="THE-MODEL-ANSWERED")
 
 
-AGENTS = [Agent(id="a", model=ScriptedModel(respond), tools=[lookup])]
+AGENTS = [
+    Agent(id="a", model=ScriptedModel(respond), tools=[lookup]),
+    # its call of `lookup` waits for a person: an approval, holding the call's arguments
+    Agent(
+        id="asks", model=ScriptedModel(respond), tools=[tool(requires_confirmation=True)(lookup)]
+    ),
+]
 
 
 def keyring(*keys: tuple[str, bytes]) -> Keyring:
@@ -52,6 +65,27 @@ async def a_run(rp: Runpoint) -> str:
     run = await (await rp.create_run(CreateRun(agent_id="a", message=SECRETS[0]))).result()
     assert run.status is RunStatus.COMPLETED
     return run.run_id
+
+
+async def an_approval(rp: Runpoint) -> Approval:
+    run = await (await rp.create_run(CreateRun(agent_id="asks", message=SECRETS[0]))).result()
+    assert run.status is RunStatus.PAUSED
+    [approval], _ = await rp.approvals.list(
+        ApprovalQuery(team_id="", run_id=run.run_id), limit=1, offset=0
+    )
+    return approval
+
+
+async def a_schedule(rp: Runpoint, agent_id: str = "a") -> str:
+    """A schedule firing every second (in a `Runpoint` that does not fire them)."""
+    every = Schedule(
+        schedule_id=new_id(),
+        name="s",
+        agent_id=agent_id,
+        message=SECRETS[4],
+        cron_expr="* * * * * *",
+    )
+    return (await rp.schedules.create(every)).schedule_id
 
 
 async def stored_bytes(database: str) -> bytes:
@@ -100,7 +134,7 @@ async def swap(database: str, table: str, column: str, where: str, a: object, b:
 
 
 async def test_the_database_holds_none_of_a_runs_text(database: str) -> None:
-    async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
+    async with Runpoint(AGENTS, database=database, keyring=keyring(), schedule=False) as rp:
         run_id = await a_run(rp)
         run = await rp.get_run(run_id)
         fork = await rp.continue_run(
@@ -122,6 +156,9 @@ async def test_the_database_holds_none_of_a_runs_text(database: str) -> None:
         assert snapshot.detail.messages[2].content == "A-TOOL-SAID-THIS about look-up-argument"
         assert await rp.storage.read_events(run.run, 0, 100)
         assert await rp.storage.session_capture(checkpoint.checkpoint_id) is not None
+        approval = await an_approval(rp)
+        assert (await rp.approvals.get(approval.id)).calls[0].tool_args == {"topic": SECRETS[3]}
+        assert (await rp.schedules.get(await a_schedule(rp))).message == SECRETS[4]
     raw = await stored_bytes(database)
     assert run_id.encode() in raw  # ids stay in the clear
     for said in SECRETS:
@@ -137,11 +174,19 @@ async def test_without_the_keyring_nothing_changes(database: str) -> None:
 async def test_a_ciphertext_moved_to_another_row_fails_and_the_others_serve(
     database: str,
 ) -> None:
-    async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
+    async with Runpoint(AGENTS, database=database, keyring=keyring(), schedule=False) as rp:
         first, second, third = await a_run(rp), await a_run(rp), await a_run(rp)
+        schedules = [await a_schedule(rp) for _ in range(3)]
     await swap(database, "runs", "state", "run_id = :k", first, second)
     await swap(database, "messages", "data", f"run_id = '{first}' AND idx = :k", 0, 3)
-    async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
+    await swap(database, "schedules", "data", "schedule_id = :k", *schedules[:2])
+    async with Runpoint(AGENTS, database=database, keyring=keyring(), schedule=False) as rp:
+        swapped = rf"schedules\({schedules[0]}\).data cannot be read: failed auth"
+        with pytest.raises(Unreadable, match=swapped):
+            await rp.schedules.get(schedules[0])
+        # the firing loop goes on past them
+        due = await rp.storage.due_schedules(now() + 60, 10)
+        assert [s.schedule_id for s in due] == schedules[2:]
         with pytest.raises(Unreadable) as refused:
             await rp.get_run(first)
         assert refused.value.row == f"runs({first}).state"
