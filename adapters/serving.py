@@ -79,6 +79,14 @@ def retention_of(settings: Settings) -> Retention:
     )
 
 
+def keys_kept(settings: Settings) -> float:
+    """Seconds an answered Idempotency-Key is kept: ValueError, naming the flag, if
+    unreadable."""
+    from runpoint.seams.retention import duration
+
+    return duration(settings.retain_keys, "--retain-keys")
+
+
 def runpoint_for(settings: Settings) -> Runpoint:
     from runpoint.adapters.run_log import RunLog
     from runpoint.adapters.telemetry import observers
@@ -95,6 +103,7 @@ def runpoint_for(settings: Settings) -> Runpoint:
         retention=retention_of(settings),
         sweep_seconds=settings.sweep_seconds,
         sweep_batch=settings.sweep_batch,
+        retain_keys=keys_kept(settings),
     )
 
 

@@ -106,6 +106,10 @@ class Settings:
     retain_events: str | None = setting(
         None, "drop the event log of a run this long after it finished (or never)"
     )
+    retain_keys: str = setting(
+        "24h",  # runpoint.durable.RETAIN_KEYS
+        "remove an answered Idempotency-Key this long after it was first sent (or never)",
+    )
     sweep_seconds: float = setting(SWEEP_SECONDS, "seconds between retention sweeps")
     sweep_batch: int = setting(SWEEP_BATCH, "finished runs a retention sweep reads at most")
     encryption_keys: str | None = setting(

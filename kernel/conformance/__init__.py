@@ -16,6 +16,7 @@ then each failure with the line that failed and why. See docs/plugins.md.
 
 # each module registers its checks when imported
 from runpoint.conformance import (  # noqa: F401
+    approvals,
     encryption,
     events,
     keys,

@@ -142,3 +142,29 @@ async def the_first_secret_stored_under_a_name_stands(store: Storage) -> None:
     assert await store.secret(name, b"\x00first") == b"\x00first"
     assert await store.secret(name, b"second") == b"\x00first"
     assert await store.secret(build.fresh("secret")[:64], b"other") == b"other"
+
+
+@check(IDEMPOTENCY)
+async def old_answered_keys_are_removed_and_claims_stay(store: Storage) -> None:
+    async def answered() -> KeyClaim:
+        key = claim("first")
+        assert await store.claim_key(key, "f", now() + LIVE) is None
+        session = build.session()
+        await store.create_sessions([session], [build.run(session)], answering=key.answered("a"))
+        return key
+
+    old = await answered()
+    await asyncio.sleep(0.01)
+    bound = now()
+    recent = await answered()
+    unanswered = claim("first")
+    assert await store.claim_key(unanswered, "f", now() + LIVE) is None
+    assert await store.remove_answered_keys(bound, 1000) >= 1
+    assert await store.claim_key(by("retry", old), "g", now() + LIVE) is None, "removed"
+    assert await store.claim_key(by("retry", recent), "f", now() + LIVE) == ("f", "a")
+    assert await store.remove_answered_keys(now() + 1, 1) == 1, "at most `limit`"
+    while await store.remove_answered_keys(now() + 1, 1000):
+        pass
+    assert await store.claim_key(by("retry", recent), "g", now() + LIVE) is None
+    # a claim not answered stays, however old
+    assert await store.claim_key(by("retry", unanswered), "g", now() + LIVE) == ("f", None)

@@ -10,6 +10,12 @@ follows), keeps the last `checkpoints` checkpoints of the others, and drops the 
 logs of those past `events`. Each removal is one transaction: a sweep killed midway
 leaves every run whole or gone, and the next sweep goes on.
 
+Each sweep also removes answered Idempotency-Keys first claimed longer than `keys` seconds
+ago (a schedule's tick adds one), in transactions of `KEY_BATCH` at most: a retry of a
+request that old makes a new run. Nothing else reads an old key again: a schedule's tick
+fires within a grace of its time, and one found late is checked against the runs the
+schedule recorded (see runpoint.durable.schedules); claims not answered stay.
+
 Processes take turns through a claim on one Idempotency-Key (scope `runpoint`), held
 under a lease while a sweep goes: a process that died mid-sweep leaves a claim that runs
 out, and another takes it over.
@@ -31,6 +37,8 @@ from runpoint.seams.storage import Storage
 log = logging.getLogger("runpoint.retention")
 CLAIM_SCOPE, CLAIM_KEY = "runpoint", "retention-sweep"
 PER_TRANSACTION = 5  # runs a removal takes at most: a short hold on the database
+KEY_BATCH = 1000  # answered keys a transaction removes at most
+KEY_BATCHES = 20  # transactions of keys a sweep takes at most (20,000 a minute by default)
 
 
 class Sweeper(Periodic):
@@ -46,6 +54,7 @@ class Sweeper(Periodic):
         batch: int = SWEEP_BATCH,
         every: float = SWEEP_SECONDS,
         reclaim_pages: int = 2000,
+        keys: float = math.inf,
     ) -> None:
         if batch < 1 or not every > 0:
             raise ValueError(
@@ -58,18 +67,42 @@ class Sweeper(Periodic):
         self.batch = batch
         self.every = every
         self.reclaim_pages = reclaim_pages  # at most this much space back per sweep
+        self.keys = keys  # seconds an answered Idempotency-Key is kept
         self.after = 0  # where the next sweep reads on from
 
     @property
-    def removes(self) -> bool:
-        """Whether some policy removes anything (else no sweep is worth its reads)."""
+    def removes_runs(self) -> bool:
+        """Whether some policy removes anything of runs (else no read of them is worth it)."""
         return any(r.removes for r in (self.server, *self.agents.values()))
+
+    @property
+    def removes(self) -> bool:
+        """Whether a sweep removes anything at all."""
+        return self.removes_runs or self.keys != math.inf
 
     def policy(self, run: Run) -> Retention:
         return self.agents.get(run.agent_id, self.server)
 
     async def sweep(self, *, dry_run: bool = False) -> Removed:
-        """One bounded batch: the next finished runs, each as its policy says."""
+        """One bounded batch: the next finished runs, each as its policy says; then the
+        answered keys past their time."""
+        removed = await self._sweep_runs(dry_run) if self.removes_runs else Removed()
+        if not dry_run:
+            removed.keys = await self._remove_keys()
+            removed.reclaimed = await self.storage.reclaim_space(self.reclaim_pages)
+        return removed
+
+    async def _remove_keys(self) -> int:
+        if self.keys == math.inf:
+            return 0
+        before, gone = now() - self.keys, 0
+        for _ in range(KEY_BATCHES):
+            gone += (took := await self.storage.remove_answered_keys(before, KEY_BATCH))
+            if took < KEY_BATCH:
+                break
+        return gone
+
+    async def _sweep_runs(self, dry_run: bool) -> Removed:
         runs, self.after = await self.storage.finished_runs(self.after, self.batch)
         ended = now()
         expired = [r for r in runs if _past(r, self.policy(r).runs, ended)]
@@ -90,8 +123,6 @@ class Sweeper(Periodic):
             if _past(run, policy.events, ended):
                 stale.append(run.run_id)
         removed += await self.storage.drop_events(stale, dry_run=dry_run)
-        if not dry_run:
-            removed.reclaimed = await self.storage.reclaim_space(self.reclaim_pages)
         return removed
 
     async def sweep_all(self, *, dry_run: bool = False) -> Removed:
@@ -116,12 +147,14 @@ class Sweeper(Periodic):
             await self.storage.release_key(claim)
         log.info(
             "retention sweep: %d runs, %d sessions, %d messages, %d checkpoints, %d events, "
-            "%d bytes removed, %d bytes returned to the file system, in %.3fs",
+            "%d idempotency keys, %d bytes removed, %d bytes returned to the file system, "
+            "in %.3fs",
             removed.runs,
             removed.sessions,
             removed.messages,
             removed.checkpoints,
             removed.events,
+            removed.keys,
             removed.size,
             removed.reclaimed,
             timing.seconds,

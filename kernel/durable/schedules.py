@@ -13,7 +13,10 @@ So two processes that race for a tick make one run, the loser gets that run back
 process that dies after claiming and before its run is written leaves a claim that runs
 out for the next process to take over, never a tick fired twice or by nobody. Then the
 run is recorded (once per tick), and the schedule moves on to its next tick by
-compare-and-set from the tick it read: each step is safe to repeat after a crash.
+compare-and-set from the tick it read: each step is safe to repeat after a crash. A tick
+found late (no process moved the schedule on for longer than the grace) is checked
+against those records before it fires again: its key may have gone with the retention
+sweep (answered keys are kept a bounded time).
 """
 
 from __future__ import annotations
@@ -104,6 +107,9 @@ class Scheduler(Periodic):
                         break
                     after, missed = n, missed + 1
                 fire = after if schedule.missed == "run_once" else None
+                if fire == tick and await self._recorded(schedule, tick):
+                    # fired before its process died, maybe longer ago than keys are kept
+                    fire, missed = None, missed - 1
                 missed -= fire is not None
             if fire is not None:
                 record, made = await self.fire(schedule, fire)
@@ -121,6 +127,11 @@ class Scheduler(Periodic):
                 self.host.hook.runpoint_schedule_missed(schedule=schedule, ticks=missed)
             tick = following
         return fired
+
+    async def _recorded(self, schedule: Schedule, tick: float) -> bool:
+        """Whether the tick's run was recorded (among the schedule's last records)."""
+        last = await self.storage.list_fired(schedule.schedule_id, limit=10, offset=0)
+        return any(r.tick == tick and r.trigger == "cron" for r in last)
 
     async def once(self) -> int:
         return await self.run_due()

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from runpoint.core.errors import ConfigurationError
-from runpoint.durable import LEASE_SECONDS, SWEEP_BATCH, SWEEP_SECONDS
+from runpoint.durable import LEASE_SECONDS, RETAIN_KEYS, SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
 from runpoint.durable.retention import Sweeper
@@ -74,6 +74,7 @@ class Runpoint(RunsFacade, SessionsFacade):
         retention: Retention | None = None,
         sweep_seconds: float = SWEEP_SECONDS,
         sweep_batch: int = SWEEP_BATCH,
+        retain_keys: float = RETAIN_KEYS,
         keyring: Keyring | None = None,
         schedule: bool = True,
         schedule_seconds: float = SCHEDULE_SECONDS,
@@ -93,8 +94,8 @@ class Runpoint(RunsFacade, SessionsFacade):
         process; `execute_queued=False` makes this process only accept them.
 
         `retention` is what finished runs keep how long (each agent's over it): a sweep
-        every `sweep_seconds`, of `sweep_batch` runs at most (see
-        runpoint.durable.retention).
+        every `sweep_seconds`, of `sweep_batch` runs at most, which also removes answered
+        Idempotency-Keys `retain_keys` seconds old (see runpoint.durable.retention).
 
         With a `keyring`, what users, tools and models wrote is stored encrypted (see
         `runpoint.seams.storage.Encrypted`); a storage that cannot is refused.
@@ -153,6 +154,7 @@ class Runpoint(RunsFacade, SessionsFacade):
             {a.id: a.retention for a in agents},
             batch=sweep_batch,
             every=sweep_seconds,
+            keys=retain_keys,
         )
         self.schedules = Schedules(storage, self.host, self.commands, self.agents)
         self.scheduler = Scheduler(
@@ -169,7 +171,7 @@ class Runpoint(RunsFacade, SessionsFacade):
         await self.executor.open(
             execute_queued=self._execute_queued,
             recover=self._recover,
-            each_beat=self.approvals.expire_due,
+            each_beat=self.approvals.beat,
         )
         self.sweeper.start()
         if self._schedule:

@@ -11,7 +11,9 @@ Every process that watches leases also settles approvals past their `expires_at`
 agent says (`Agent.approval_expiry`): the calls rejected with a reason the model reads, or
 the run cancelled. The action goes first and the settle after, so a process that dies in
 between leaves a due approval that the next beat of any process settles (its action then
-finds the run moved on, and does nothing).
+finds the run moved on, and does nothing). They settle `cancelled` the approvals whose run
+left the pause by another route (a continue, a cancel, a rollback), once the run has stood
+still for `STILL_FOR`; removing a run removes its approvals (see the storage seam).
 """
 
 from __future__ import annotations
@@ -46,6 +48,10 @@ from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.approvals")
 DUE_BATCH = 100  # approvals one beat settles at most
+# how long a run must have stood outside its pause before its approval is taken for left
+# behind: a resolve settles its approval just after it continues the run
+STILL_FOR = 60.0
+MOVED_ON = "The run went on without this approval (continued, cancelled or rolled back)."
 EXPIRED = "Nobody decided on this tool call in time (its approval expired); it was not run."
 # what of a run moved on without the approval (a lost race, or a decision made otherwise)
 _MOVED_ON = (Conflict, NotContinuable, InvalidRequest, NotFound)
@@ -166,6 +172,23 @@ class Approvals:
                     log.info("approval %s expired after its run went on: %s", approval.id, exc)
             data = {"action": agent.approval_expiry, "reason": EXPIRED}
             if await self.storage.settle_approval(approval.id, "expired", None, data):
+                settled += 1
+        return settled
+
+    async def beat(self) -> None:
+        """What the lease watch does at each beat: settle approvals expired or left behind."""
+        await self.expire_due()
+        await self.settle_stale()
+
+    async def settle_stale(self, still_for: float = STILL_FOR) -> int:
+        """Settle `cancelled` the pending approvals whose run went on without them; how many."""
+        settled = 0
+        for approval in await self.storage.stale_approvals(DUE_BATCH):
+            run = await self.storage.get_run(approval.run_id)
+            if run is not None and run.updated_at > now() - still_for:
+                continue  # maybe a resolve between its continue and its settle
+            data = {"reason": MOVED_ON, "run_status": run.status.value if run else None}
+            if await self.storage.settle_approval(approval.id, "cancelled", None, data):
                 settled += 1
         return settled
 

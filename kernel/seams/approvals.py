@@ -1,6 +1,7 @@
 """The storage seam's approvals role: the inbox of calls waiting for a person (see
 `runpoint.core.approval`). An approval is inserted once, then changes only from
-"pending" to how it was settled, once: the first settle wins."""
+"pending" to how it was settled, once: the first settle wins. Removing a run (a session
+deleted, a retention sweep) removes its approvals with it."""
 
 from __future__ import annotations
 
@@ -37,3 +38,7 @@ class ApprovalStore(Protocol):
 
     async def due_approvals(self, before: float, limit: int) -> Sequence[Approval]:
         """Pending approvals whose `expires_at` is before `before`, earliest first."""
+
+    async def stale_approvals(self, limit: int) -> Sequence[Approval]:
+        """Pending approvals whose run left their pause: it is not PAUSED, is hidden (rolled
+        back) or gone, or paused again since (a newer approval of it); oldest first."""

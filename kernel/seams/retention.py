@@ -85,7 +85,7 @@ class Retention:
 
 
 # what a removal counts, by kind (metrics and spans say each)
-RETAINED = ("runs", "sessions", "messages", "checkpoints", "events")
+RETAINED = ("runs", "sessions", "messages", "checkpoints", "events", "keys")
 
 
 class Removed(msgspec.Struct, kw_only=True):
@@ -97,6 +97,7 @@ class Removed(msgspec.Struct, kw_only=True):
     messages: int = 0
     checkpoints: int = 0
     events: int = 0
+    keys: int = 0  # answered Idempotency-Keys past their time
     size: int = 0  # bytes
     reclaimed: int = 0  # bytes of the database's files returned to the file system
     run_ids: list[str] = []

@@ -279,6 +279,10 @@ class IdempotencyKeyStore(Protocol):
         """Give up a claim whose request failed, so a retry starts afresh; nothing if it is
         answered (its run was made) or another owner's."""
 
+    async def remove_answered_keys(self, before: float, limit: int) -> int:
+        """Delete answered keys first claimed before `before`, `limit` at most, in one
+        transaction: how many (claims not answered stay, whatever their age)."""
+
 
 class SecretStore(Protocol):
     """Random secrets of the database, the same for every process that opens it."""

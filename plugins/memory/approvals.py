@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus
+from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, RunStatus
 from runpoint.plugins.memory.tables import Tables, copy
 
 
@@ -57,3 +57,17 @@ class MemoryApprovals(Tables):
         ]
         due.sort(key=lambda a: a.expires_at or 0.0)
         return [copy(a) for a in due[:limit]]
+
+    async def stale_approvals(self, limit: int) -> list[Approval]:
+        newest: dict[str, float] = {}
+        for a in self._approvals.values():
+            newest[a.run_id] = max(newest.get(a.run_id, a.created_at), a.created_at)
+
+        def left(a: Approval) -> bool:
+            run = self._runs.get(a.run_id)
+            paused = run is not None and run.status == RunStatus.PAUSED and not run.hidden
+            return not paused or a.created_at < newest[a.run_id]
+
+        stale = [a for a in self._approvals.values() if a.status == "pending" and left(a)]
+        stale.sort(key=lambda a: a.created_at)
+        return [copy(a) for a in stale[:limit]]

@@ -13,7 +13,7 @@ class MemoryKeys(Tables):
     ) -> tuple[str, str | None] | None:
         standing = self._keys.get((claim.scope, claim.key))
         if standing is None or (standing.answer is None and standing.expires_at < now()):
-            self._keys[claim.scope, claim.key] = KeyRow(fingerprint, claim.owner, until)
+            self._keys[claim.scope, claim.key] = KeyRow(fingerprint, claim.owner, until, now())
             return None
         return standing.fingerprint, standing.answer
 
@@ -24,6 +24,16 @@ class MemoryKeys(Tables):
     async def release_key(self, claim: KeyClaim) -> None:
         if self._held(claim):
             del self._keys[claim.scope, claim.key]
+
+    async def remove_answered_keys(self, before: float, limit: int) -> int:
+        old = sorted(
+            (row.created_at, k)
+            for k, row in self._keys.items()
+            if row.answer is not None and row.created_at < before
+        )[:limit]
+        for _, k in old:
+            del self._keys[k]
+        return len(old)
 
     async def secret(self, name: str, new: bytes) -> bytes:
         return self._secrets.setdefault(name, new)

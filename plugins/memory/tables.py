@@ -50,6 +50,7 @@ class KeyRow(NamedTuple):
     fingerprint: str
     owner: str
     expires_at: float
+    created_at: float
     answer: str | None = None
 
 

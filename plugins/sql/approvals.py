@@ -7,17 +7,32 @@ from functools import partial
 from typing import Any
 
 import msgspec
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, exists, func, or_, select, update
 
-from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus
+from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, RunStatus
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
-from runpoint.plugins.sql.schema import approvals
+from runpoint.plugins.sql.schema import approvals, runs
 from runpoint.plugins.sql.sealing import Codec, readable
 
 _decode = msgspec.json.Decoder(Approval).decode
 _c = approvals.c
 _ROWS = (_c.id, _c.data)  # the key each document is sealed under, and the document
+_newer = approvals.alias("newer")
+_STALE = (
+    select(*_ROWS)
+    .select_from(approvals.outerjoin(runs, runs.c.run_id == _c.run_id))
+    .where(
+        _c.status == "pending",
+        or_(
+            runs.c.run_id.is_(None),
+            runs.c.status != RunStatus.PAUSED.value,
+            runs.c.hidden,
+            exists().where(_newer.c.run_id == _c.run_id, _newer.c.created_at > _c.created_at),
+        ),
+    )
+    .order_by(_c.created_at)
+)
 
 
 class SqlApprovals:
@@ -101,6 +116,10 @@ class SqlApprovals:
             .limit(limit)
         )
         return readable(await self.db.read(due), partial(_opened, self.db.codec))
+
+    async def stale_approvals(self, limit: int) -> list[Approval]:
+        rows = await self.db.read(_STALE.limit(limit))
+        return readable(rows, partial(_opened, self.db.codec))
 
 
 # module functions, not methods: SqlStorage mixes every Sql* class into one namespace

@@ -8,6 +8,7 @@ from sqlalchemy import ColumnElement, Table, and_, delete, func, not_, or_, sele
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.plugins.sql.schema import (
+    approvals,
     checkpoints,
     messages,
     run_events,
@@ -23,10 +24,10 @@ from runpoint.seams.retention import Removed
 async def erase(
     conn: AsyncConnection, readers: Collection[str], run_ids: Collection[str]
 ) -> Removed:
-    """Delete the runs `run_ids` (their rows, event logs and tool-call records) and the
-    lineage of `readers` (runs and session checkpoints, these runs among them); then the
-    messages and checkpoints of these runs, and of the gone runs they read, but for those a
-    reader left reads."""
+    """Delete the runs `run_ids` (their rows, event logs, tool-call records and approvals)
+    and the lineage of `readers` (runs and session checkpoints, these runs among them);
+    then the messages and checkpoints of these runs, and of the gone runs they read, but
+    for those a reader left reads."""
     sources = set(run_ids)
     if readers:
         read = select(run_reads.c.source_run_id).where(run_reads.c.reader.in_(readers))
@@ -36,6 +37,7 @@ async def erase(
     if run_ids:
         removed += await delete_events(conn, run_events.c.run_id.in_(run_ids))
         await conn.execute(delete(tool_calls).where(tool_calls.c.run_id.in_(run_ids)))
+        await conn.execute(delete(approvals).where(approvals.c.run_id.in_(run_ids)))
         await conn.execute(delete(runs).where(runs.c.run_id.in_(run_ids)))
     if not sources:
         return removed

@@ -4,7 +4,7 @@ replayed to its retries."""
 from __future__ import annotations
 
 import msgspec
-from sqlalchemy import ColumnElement, and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, tuple_, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.errors import ClaimLost
@@ -47,6 +47,17 @@ class SqlIdempotencyKeys:
     async def release_key(self, claim: KeyClaim) -> None:
         async with self.db.write() as conn:
             await conn.execute(delete(keys).where(_held(claim)))
+
+    async def remove_answered_keys(self, before: float, limit: int) -> int:
+        old = (
+            select(keys.c.scope, keys.c.key)
+            .where(keys.c.created_at < before, keys.c.response.is_not(None))
+            .order_by(keys.c.created_at)
+            .limit(limit)
+        )
+        async with self.db.write() as conn:
+            gone = await conn.execute(delete(keys).where(tuple_(keys.c.scope, keys.c.key).in_(old)))
+            return int(gone.rowcount)
 
 
 async def record_answer(conn: AsyncConnection, answering: KeyAnswer | None) -> None:

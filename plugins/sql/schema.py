@@ -140,6 +140,8 @@ idempotency_keys = Table(
     Column("response", LargeBinary),
     Column("owner", String(64)),
     Column("expires_at", Float),
+    # the oldest first, for the retention sweep (migration 0018)
+    Index("ix_idempotency_keys_created", "created_at"),
 )
 
 checkpoints = Table(

@@ -16,7 +16,7 @@ from runpoint.core.tenancy import Principal
 from runpoint.core.types import Approval, ApprovalQuery, Run, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.runs.approvals import EXPIRED
+from runpoint.runs.approvals import EXPIRED, MOVED_ON
 from runpoint.seams.host import PluginHost
 
 Open = Callable[..., Awaitable[Runpoint]]
@@ -200,3 +200,33 @@ async def test_an_expired_approval_can_cancel_the_run(open_rp: Open) -> None:
             break
         await asyncio.sleep(0.02)
     assert (await rp.approvals.get(approval.id)).status == "expired"
+
+
+async def test_an_approval_whose_run_went_on_without_it_is_cancelled(open_rp: Open) -> None:
+    rp = await open_rp()
+    continued, cancelled, waiting = [await paused(rp, c) for c in ("Paris", "Tokyo", "Lagos")]
+    call = continued.calls[0].tool_call_id
+    await (await rp.continue_run(ContinueRun(run_id=continued.run_id, tools={call: True}))).result()
+    await rp.cancel(cancelled.run_id)
+    assert await rp.approvals.count() == 3
+    assert await rp.approvals.settle_stale() == 0, "a resolve may be between its two writes"
+    assert await rp.approvals.settle_stale(still_for=0) == 2
+    assert await rp.approvals.count() == 1
+    for approval, status in ((continued, "COMPLETED"), (cancelled, "CANCELLED")):
+        left = await rp.approvals.get(approval.id)
+        assert left.status == "cancelled" and left.resolution_data == {
+            "reason": MOVED_ON,
+            "run_status": status,
+        }
+        with pytest.raises(Conflict):
+            await rp.approvals.resolve(approval.id, "approved", None)
+    assert (await rp.approvals.get(waiting.id)).status == "pending"
+
+
+async def test_a_deleted_session_takes_its_approvals(open_rp: Open) -> None:
+    rp = await open_rp()
+    approval = await paused(rp)
+    await rp.delete_session(approval.session_id)
+    with pytest.raises(NotFound):
+        await rp.approvals.get(approval.id)
+    assert await rp.approvals.count() == 0

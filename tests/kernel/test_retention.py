@@ -204,3 +204,18 @@ async def test_a_sweep_is_reported_to_plugins(database: str) -> None:
         await (await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))).result()
         await rp.sweeper.sweep_in_turn()
     assert [r.runs for r in swept.removed] == [1]
+
+
+async def test_answered_keys_past_their_time_go_and_recent_ones_stay(database: str) -> None:
+    async with Runpoint(agents, database=database, retain_keys=AGE) as rp:
+        made = CreateRun(agent_id="travel-agent", message="Paris")
+
+        async def create(key: str) -> str:
+            return (await (await rp.create_run(made, idempotency_key=key)).result()).run_id
+
+        old = await create("old")
+        await asyncio.sleep(AGE + 0.1)
+        recent = await create("recent")
+        assert (await rp.sweeper.sweep()).keys == 1
+        assert await create("recent") == recent, "a retry within the time replays"
+        assert await create("old") != old, "a retry after it starts afresh"

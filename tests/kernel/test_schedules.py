@@ -69,6 +69,17 @@ async def rp(database: str) -> AsyncIterator[Runpoint]:
         yield opened
 
 
+def on_the_hour(missed: str) -> Schedule:
+    return Schedule(
+        schedule_id="hourly",
+        name="hourly",
+        agent_id="echo",
+        message="go",
+        cron_expr="0 * * * *",
+        missed=missed,  # type: ignore[arg-type]
+    )
+
+
 async def fired_runs(rp: Runpoint, schedule_id: str) -> list[ScheduleRun]:
     return await rp.schedules.runs(schedule_id, limit=10_000, offset=0)
 
@@ -161,14 +172,7 @@ async def test_ticks_missed_while_no_server_ran_follow_the_policy(
     database: str, missed: str
 ) -> None:
     counted = Counted()
-    hourly = Schedule(
-        schedule_id="hourly",
-        name="hourly",
-        agent_id="echo",
-        message="go",
-        cron_expr="0 * * * *",
-        missed=missed,  # type: ignore[arg-type]
-    )
+    hourly = on_the_hour(missed)
     start = datetime(2026, 6, 1, 9, 30, tzinfo=ZoneInfo("UTC")).timestamp()
     clock = Clock(start)
     async with Runpoint(
@@ -185,6 +189,29 @@ async def test_ticks_missed_while_no_server_ran_follow_the_policy(
         assert fired == [] and counted.missed == 4
     else:  # one run for them all, at the latest
         assert [f.tick for f in fired] == [start + 3 * 3600 + 1800] and counted.missed == 3
+
+
+@SQL
+async def test_a_tick_fired_before_its_key_went_fires_no_more(database: str) -> None:
+    counted = Counted()
+    hourly = on_the_hour("run_once")
+    tick = datetime(2026, 6, 1, 10, 0, tzinfo=ZoneInfo("UTC")).timestamp()
+    clock = Clock(tick - 1800)
+    async with Runpoint(
+        AGENTS, database=database, schedule=False, host=PluginHost([counted])
+    ) as rp:
+        await driven(rp, clock).schedules.create(hourly)
+        clock.at = tick
+        assert await rp.scheduler.run_due() == 1
+        # its process died after the run was made, before it moved the schedule on; the
+        # server stayed down until the retention sweep had removed the tick's key
+        assert await rp.storage.advance_schedule("hourly", tick + 3600, tick)
+        assert await rp.storage.remove_answered_keys(now() + 1, 1000) >= 1
+        clock.at = tick + 600  # late past the grace: the tick is the latest missed
+        assert await rp.scheduler.run_due() == 0
+        fired = await fired_runs(rp, "hourly")
+        assert [f.tick for f in fired] == [tick] and counted.missed == 0
+        assert (await rp.schedules.get("hourly")).next_run_at == tick + 3600
 
 
 async def test_late_ticks_within_the_grace_each_fire_in_order(rp: Runpoint) -> None:
