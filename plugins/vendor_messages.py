@@ -20,7 +20,7 @@ from runpoint.core.types import Message, ToolCall, Usage
 from runpoint.seams.model import ModelResponse, ToolSchema
 
 if TYPE_CHECKING:  # the SDKs' types only: importing an SDK takes seconds
-    from anthropic.types import ContentBlockParam, MessageParam, ToolParam
+    from anthropic.types import ContentBlockParam, MessageParam, ToolParam, ToolResultBlockParam
     from openai.types.chat import (
         ChatCompletionAssistantMessageParam,
         ChatCompletionMessageParam,
@@ -181,7 +181,10 @@ def _chat_message(m: Message) -> ChatCompletionMessageParam | None:
         return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content or ""}
     if m.role != "assistant":
         return None  # system messages join the system prompt
-    assistant: ChatCompletionAssistantMessageParam = {"role": "assistant", "content": m.content}
+    # a turn of tool calls alone has no content: left out, not sent as null
+    assistant: ChatCompletionAssistantMessageParam = {"role": "assistant"}
+    if m.content is not None or not m.tool_calls:
+        assistant["content"] = m.content
     if m.tool_calls:
         assistant["tool_calls"] = [
             {
@@ -246,14 +249,14 @@ def claude_messages(
 def _claude_blocks(m: Message) -> list[ContentBlockParam]:
     blocks: list[ContentBlockParam] = []
     if m.role == "tool":
-        blocks.append(
-            {
-                "type": "tool_result",
-                "tool_use_id": claude_id(m.tool_call_id or ""),
-                "content": m.content or "",
-                "is_error": m.tool_call_error,
-            }
-        )
+        result: ToolResultBlockParam = {
+            "type": "tool_result",
+            "tool_use_id": claude_id(m.tool_call_id or ""),
+            "content": m.content or "",
+        }
+        if m.tool_call_error:  # false is the vendor's default: sent only when true
+            result["is_error"] = True
+        blocks.append(result)
     elif m.content and m.role != "system":  # system messages join the system prompt
         blocks.append({"type": "text", "text": m.content})
     for call in m.tool_calls or ():

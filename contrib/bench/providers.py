@@ -94,8 +94,25 @@ caches: tuple[ClaudeCache, OpenAICache] | None = None
 class Vendor(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keeps connections open, as vendors do
     disable_nagle_algorithm = True  # or the body, written after the headers, waits ~40 ms
+    # requests, request body bytes and seconds spent on them since the last GET /tally
+    tally = {"requests": 0, "bytes": 0, "seconds": 0.0}
+
+    def do_GET(self) -> None:
+        data = json.dumps(Vendor.tally).encode()
+        Vendor.tally = {"requests": 0, "bytes": 0, "seconds": 0.0}
+        self.send_response(200)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self) -> None:
+        began = time.perf_counter()
+        self._answer()
+        Vendor.tally["requests"] += 1
+        Vendor.tally["bytes"] += int(self.headers["content-length"])
+        Vendor.tally["seconds"] += time.perf_counter() - began
+
+    def _answer(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["content-length"])))
         request = Request(self.path, {}, body)
         turn = next_turn(conversation(self.path, body))
@@ -212,10 +229,11 @@ async def bench(provider: str, sizes: list[int], stream: bool, database: str) ->
 
 
 @contextlib.contextmanager
-def vendor_server(counting: bool = False) -> Iterator[None]:
-    """The vendor server on loopback, in a process of its own, and the SDKs' environment
-    (this process's, which the processes it starts inherit) pointed at it; `counting`: the
-    vendor counts each request's tokens in its prompt caches."""
+def vendor_server(counting: bool = False) -> Iterator[str]:
+    """The vendor server's URL on loopback (in a process of its own), with the SDKs'
+    environment (this process's, which the processes it starts inherit) pointed at it;
+    `counting`: the vendor counts each request's tokens in its prompt caches. A GET of
+    any path answers its tally since the last (requests, bytes received, seconds spent)."""
     receiver, sender = multiprocessing.Pipe(duplex=False)
     server = multiprocessing.Process(target=serve, args=(sender, counting), daemon=True)
     server.start()
@@ -227,7 +245,7 @@ def vendor_server(counting: bool = False) -> Iterator[None]:
         "ANTHROPIC_BASE_URL": url,
     }
     try:
-        yield
+        yield url
     finally:
         server.terminate()
 

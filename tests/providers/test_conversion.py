@@ -43,7 +43,7 @@ def test_a_user_message_after_tool_results_joins_their_turn_for_anthropic() -> N
     turns = vm.claude_messages(messages)
     assert [t["role"] for t in turns] == ["assistant", "user"]
     assert turns[1]["content"] == [
-        {"type": "tool_result", "tool_use_id": "t1", "content": "done", "is_error": False},
+        {"type": "tool_result", "tool_use_id": "t1", "content": "done"},
         {"type": "text", "text": "And now?"},
     ]
 

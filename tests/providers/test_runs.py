@@ -121,7 +121,6 @@ EXPECTED: dict[str, dict[str, Any]] = {
             {"role": "tool", "tool_call_id": "call_2", "content": ATLANTIS_ERROR},
             {
                 "role": "assistant",
-                "content": None,
                 "tool_calls": [
                     {
                         "id": "call_3",
@@ -161,7 +160,6 @@ EXPECTED: dict[str, dict[str, Any]] = {
                         "type": "tool_result",
                         "tool_use_id": "call_1",
                         "content": "2.1M",
-                        "is_error": False,
                     },
                     marked(
                         {
@@ -187,7 +185,6 @@ EXPECTED: dict[str, dict[str, Any]] = {
                             "type": "tool_result",
                             "tool_use_id": "call_3",
                             "content": "13.9M",
-                            "is_error": False,
                         }
                     )
                 ],

@@ -86,7 +86,6 @@ def converted_prefix(provider: str, call_id: str) -> dict[str, Any]:
                             "type": "tool_result",
                             "tool_use_id": call_id,
                             "content": "2.1M",
-                            "is_error": False,
                         }
                     )
                 ],
