@@ -29,7 +29,7 @@ from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.providers
 from runpoint.core.types import RunStatus
@@ -95,7 +95,7 @@ class Vendor(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keeps connections open, as vendors do
     disable_nagle_algorithm = True  # or the body, written after the headers, waits ~40 ms
     # requests, request body bytes and seconds spent on them since the last GET /tally
-    tally = {"requests": 0, "bytes": 0, "seconds": 0.0}
+    tally: ClassVar[dict[str, float]] = {"requests": 0, "bytes": 0, "seconds": 0.0}
 
     def do_GET(self) -> None:
         data = json.dumps(Vendor.tally).encode()

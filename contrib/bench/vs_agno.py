@@ -85,9 +85,7 @@ def cpu_seconds(pid: int) -> float:
 
 @contextlib.contextmanager
 def server(argv: list[str], port: int, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(
-        argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -119,18 +117,19 @@ def main(sizes: list[int], agno: str | None, rounds: int) -> None:
     with vendor_server() as vendor, tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "agno_app.py").write_text(AGNO_APP)
-        runpoint = [sys.executable, "-m", "runpoint.adapters.cli", "serve"]
         servers = {
-            "runpoint": runpoint + ["--app", "vs_agno:agents", "--db", f"{tmp}/rp.db"],
+            "runpoint": [
+                *(sys.executable, "-m", "runpoint.adapters.cli", "serve", "--app"),
+                *("vs_agno:agents", "--db", f"{tmp}/rp.db", "--port", "7790"),
+            ]
         }
         if agno:
-            servers["agno"] = [agno, str(work / "agno_app.py"), f"{tmp}/agno.db"]
+            servers["agno"] = [agno, str(work / "agno_app.py"), f"{tmp}/agno.db", "7791"]
         figures: dict[tuple[str, int], list[Built]] = {}
         os.environ["PYTHONPATH"] = f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
         for _ in range(rounds):
             for name, argv in servers.items():
-                port = 7790 if name == "runpoint" else 7791
-                argv = argv + (["--port", str(port)] if name == "runpoint" else [str(port)])
+                port = int(argv[-1])
                 with (
                     server(argv, port, HERE) as process,
                     httpx.Client(base_url=f"http://127.0.0.1:{port}") as http,
@@ -148,7 +147,7 @@ def main(sizes: list[int], agno: str | None, rounds: int) -> None:
         for (name, size), built in figures.items():
 
             def median(value: str, built: list[Built] = built) -> float:
-                return statistics.median(getattr(b, value) for b in built)
+                return float(statistics.median(getattr(b, value) for b in built))
 
             wall, cpu, vendor_s = median("wall"), median("cpu"), median("vendor_seconds")
             print(

@@ -7,6 +7,11 @@ come, in batches: those that came while the last write was going go together (a 
 commit), so a burst of text deltas costs a few writes, and a lone event one. A boundary
 (`writing`) takes the waiting events into its own transaction: the events that say a run
 stopped are stored with the status that says so.
+
+An execution nobody streams holds a lone event up to `hold` seconds first: a model turn
+that answers sooner (and the tool batch after it) reaches its boundary by then, and the
+boundary's write takes the event; a turn's events cost no write of their own. Nothing waits
+for a held event, the run least of all: a follower sees it that much later.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ class EventLog:
         last_seq: int,
         stored: Callable[[], None],
         outlast: Outlast,
+        hold: float = 0.0,
     ) -> None:
         """The events of `run` (the execution's own `Run`, whose revision its writes
         follow) from `last_seq` + 1 on; `stored` is called after each write, and each is
-        retried through an outage by `outlast`."""
+        retried through an outage by `outlast`; `hold`: seconds a lone event waits for a
+        boundary to take it."""
         self.storage = storage
         self.outlast = outlast
         self.run = run
@@ -44,11 +51,21 @@ class EventLog:
         # one write at a time, boundaries included: each goes at the run's revision
         self._writing = asyncio.Lock()
         self._flush: asyncio.Task[None] | None = None
+        self.hold = hold
+        self._held: asyncio.TimerHandle | None = None
 
     def add(self, event: RunEvent) -> None:
         self.last_seq += 1
         event.seq = self.last_seq
         self._waiting.append(event)
+        if self._flush is None and self._held is None:
+            if self.hold:
+                self._held = asyncio.get_running_loop().call_later(self.hold, self._write)
+            else:
+                self._write()
+
+    def _write(self) -> None:
+        self._held = None
         if self._flush is None:
             self._flush = asyncio.create_task(self._write_waiting(), name="event log")
 
@@ -58,12 +75,18 @@ class EventLog:
         dropped if it fails (nobody saw them; they told of a write that did not happen)."""
         async with self._writing:
             events, self._waiting = self._waiting, []
+            if self._held is not None:  # taken here: nothing is left to write
+                self._held.cancel()
+                self._held = None
             yield events
         if events:
             self._stored()
 
     async def close(self) -> None:
         """Write what waits (the execution is over)."""
+        if self._held is not None:
+            self._held.cancel()
+            self._write()
         while (flush := self._flush) is not None:
             await flush
 

@@ -26,6 +26,9 @@ from runpoint.seams.model import Model
 from runpoint.seams.runqueue import Measured, QueuedRun, RunQueue
 
 POLL_SECONDS = 0.05  # how often a request waiting on another run's progress looks again
+# how long an execution nobody streams holds a lone event for its next boundary (see
+# `EventLog`): a model turn that answers within it writes once, not twice
+UNWATCHED_HOLD = 0.05
 
 
 class RunHandle:
@@ -184,7 +187,12 @@ class Executor:
         outlast = Outlast(self.outages, self.leases, run)
         last_seq = 0 if born else await outlast(lambda: self.storage.last_event_seq(run.run_id))
         events = EventLog(
-            self.storage, run, last_seq, lambda: self.streams.stored(run.run_id), outlast
+            self.storage,
+            run,
+            last_seq,
+            lambda: self.streams.stored(run.run_id),
+            outlast,
+            hold=0.0 if stream else UNWATCHED_HOLD,
         )
         execution = Execution(
             agent=agent,
