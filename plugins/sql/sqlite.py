@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runpoint.core.types import now
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database, Save
+from runpoint.plugins.sql.one_hop import OneHopDbapi
 from runpoint.plugins.sql.schema import (
     checkpoints,
     messages,
@@ -46,7 +47,8 @@ RECLAIM_STEP = 250  # free pages returned under the write lock at a time (1 MB o
 
 class Sqlite(Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
-        super().__init__(url, **engine_options)
+        # each statement one trip to the connection's thread (see `one_hop`)
+        super().__init__(url, module=OneHopDbapi(), **engine_options)
         event.listen(self.engine.sync_engine, "connect", _configure)
         # SQLite has one writer: queue this process's writers instead of waiting in SQLite
         self._write_lock = asyncio.Lock()
