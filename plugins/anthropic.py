@@ -74,17 +74,6 @@ class Claude(VendorModel["AsyncAnthropic"]):
         max_tokens = self.max_tokens or DEFAULT_MAX_TOKENS
         return as_written(body, model=self.id, max_tokens=max_tokens, messages=[])
 
-    def _content(self, request: ModelRequest, **more: Any) -> bytes:
-        """The body `messages.create(**self._params(request))` sends, encoded here.
-
-        The SDK copies a `body` whole (`anthropic._utils._prepare.copy_tree`) on every
-        request, `extra_body` included: a turn's cost that grew with the transcript. Bytes
-        given as `content` to the client's own `post` go out as they are, through the same
-        retries, headers and response parsing as the typed call's."""
-        params = self._params(request)
-        body = params.pop("extra_body")  # merged over the typed arguments, as the SDK does
-        return msgspec.json.encode(params | body | more)
-
     async def _respond(self, client: AsyncAnthropic, request: ModelRequest) -> ModelResponse:
         from anthropic import DEFAULT_TIMEOUT
         from httpx2 import Response

@@ -30,6 +30,12 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 
+RESPONSES = "/responses"
+CHAT = "/chat/completions"
+# how the typed calls authenticate (a bare `post` would offer an admin key too)
+BEARER: Any = {"security": {"bearer_auth": True}}
+
+
 @dataclass
 class _OpenAIModel(VendorModel["AsyncOpenAI"]):
     temperature: float | None = None
@@ -75,12 +81,27 @@ class OpenAIResponses(_OpenAIModel):
         return as_written(body, model=self.id)
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
-        raw = await client.responses.with_raw_response.create(**self._params(request))
+        from httpx2 import Response
+
+        # the SDK returns its HTTP client's response, unparsed
+        raw = await client.post(
+            RESPONSES, cast_to=Response, content=self._content(request), options=BEARER
+        )
         return vm.from_responses(msgspec.json.decode(raw.content, type=vr.Response))
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
+        from openai import AsyncStream
+        from openai.types.responses import Response, ResponseStreamEvent
+
         calls: dict[int, int] = {}  # output item index -> index of the tool call in the turn
-        stream = await client.responses.create(**self._params(request), stream=True)
+        stream: AsyncStream[ResponseStreamEvent] = await client.post(
+            RESPONSES,
+            cast_to=Response,
+            content=self._content(request, stream=True),
+            options=BEARER,
+            stream=True,
+            stream_cls=AsyncStream[ResponseStreamEvent],
+        )
         async with stream:
             async for event in stream:
                 if event.type == "response.output_text.delta":
@@ -118,15 +139,26 @@ class OpenAIChat(_OpenAIModel):
         return as_written(body, model=self.id, messages=[])
 
     async def _respond(self, client: AsyncOpenAI, request: ModelRequest) -> ModelResponse:
-        raw = await client.chat.completions.with_raw_response.create(**self._params(request))
+        from httpx2 import Response
+
+        raw = await client.post(
+            CHAT, cast_to=Response, content=self._content(request), options=BEARER
+        )
         return vm.from_chat(msgspec.json.decode(raw.content, type=vr.ChatCompletion))
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
+        from openai import AsyncStream
         from openai.lib.streaming.chat import ChatCompletionStreamState
+        from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
         state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
-        stream = await client.chat.completions.create(
-            **self._params(request), stream=True, stream_options={"include_usage": True}
+        stream: AsyncStream[ChatCompletionChunk] = await client.post(
+            CHAT,
+            cast_to=ChatCompletion,
+            content=self._content(request, stream=True, stream_options={"include_usage": True}),
+            options=BEARER,
+            stream=True,
+            stream_cls=AsyncStream[ChatCompletionChunk],
         )
         finished = False
         async with stream:
@@ -140,9 +172,9 @@ class OpenAIChat(_OpenAIModel):
                         function = call.function
                         yield ToolCallDelta(
                             call.index,
-                            (function and function.arguments) or "",
+                            (function.arguments if function else None) or "",
                             call.id,
-                            function and function.name,
+                            function.name if function else None,
                         )
         if not finished:
             raise vm.MalformedResponse("the completion stream ended before the completion did")

@@ -104,6 +104,18 @@ class VendorModel(ABC, Generic[Client]):
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of the SDK call for one turn (see `as_written`)."""
 
+    def _content(self, request: ModelRequest, **more: Any) -> bytes:
+        """The body the SDK's typed call sends for `_params(request)`, encoded here.
+
+        The typed call merges `extra_body` into a copy of its arguments and encodes the
+        whole with the standard library's json (the anthropic SDK copies the body first,
+        `anthropic._utils._prepare.copy_tree`): a turn's cost that grew with the
+        transcript. Bytes given as `content` to the client's own `post` go out as they
+        are, through the same retries, headers and errors as the typed call's."""
+        params = self._params(request)
+        body = params.pop("extra_body")  # merged over the typed arguments, as the SDK does
+        return msgspec.json.encode(params | body | more)
+
     @abstractmethod
     def _stream(self, client: Client, request: ModelRequest) -> AsyncIterator[Chunk]:
         """Stream one turn: deltas, then the complete ModelResponse."""
@@ -122,8 +134,8 @@ def as_written(body: dict[str, Any], **typed: Any) -> dict[str, Any]:
     writes the vendor's format itself, so the body goes in `extra_body`, which the SDK
     merges into the JSON it sends as it is (retries, timeouts and parsing stay the SDK's).
     `typed` keeps what the SDK reads itself: the model, `stream`, the arguments it requires
-    (`body` replaces their values on the wire). The anthropic SDK copies even an
-    `extra_body` whole on every request: `Claude` sends its body encoded instead."""
+    (`body` replaces their values on the wire). The models send these encoded
+    (`VendorModel._content`), as the typed call would."""
     return typed | {"extra_body": body}
 
 

@@ -182,6 +182,38 @@ async def test_the_anthropic_request_has_the_headers_of_the_sdks_own_call(
     assert ours == sdks
 
 
+@pytest.mark.parametrize("provider", ["openai", "openai-chat"])
+@pytest.mark.parametrize("watched", [True, False], ids=["streamed", "one call"])
+async def test_an_openai_request_is_the_one_of_the_sdks_typed_call(
+    apis: dict[str, Api], provider: str, watched: bool
+) -> None:
+    """runpoint posts its encoded body through the client (`VendorModel._content`): the
+    headers and the body are those of `responses.create` or `chat.completions.create`."""
+    api = apis[provider]
+    model = api.model()
+    request = ModelRequest(None, HISTORY, [tool(get_population).schema], watched=watched)
+    api.server.play(Turn("Voilà."), Turn("Voilà."))
+
+    [*_, response] = [chunk async for chunk in model.stream(request)]
+    assert isinstance(response, ModelResponse) and response.content == "Voilà."
+    arguments = model._params(request)
+    arguments |= arguments.pop("extra_body")
+    if watched:
+        arguments["stream"] = True
+        if provider == "openai-chat":
+            arguments["stream_options"] = {"include_usage": True}
+    answer = await typed_call(api, model.client())(**arguments)
+    if watched:
+        async for _ in answer:
+            pass
+
+    ours, sdks = api.server.requests
+    assert ours.body == sdks.body
+    assert {k: v for k, v in ours.headers.items() if k != "content-length"} == {
+        k: v for k, v in sdks.headers.items() if k != "content-length"
+    }
+
+
 async def test_a_claude_call_that_may_outlast_ten_minutes_is_streamed(
     apis: dict[str, Api],
 ) -> None:
