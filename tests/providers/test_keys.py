@@ -3,8 +3,11 @@ clearly, and the run completes once the key is there."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from runpoint.adapters.serving import ready_models
 from runpoint.core.types import RunStatus
 from runpoint.facade import ContinueRun, CreateRun
 from tests.conftest import OpenRunpoint
@@ -38,3 +41,16 @@ async def test_a_missing_key_is_an_error_at_use(
     assert resumed.content == "Hello to you."
     headers = api.server.requests[0].headers
     assert "sk-late" in headers.get("authorization", "") + headers.get("x-api-key", "")
+
+
+async def test_a_server_makes_the_clients_it_has_keys_for_at_start(
+    apis: dict[str, Api], monkeypatch: pytest.MonkeyPatch, open_runpoint: OpenRunpoint
+) -> None:
+    """The first run does not pay for its SDK client (`ready_models`, at `runpoint serve`);
+    a model without its key is left for its runs to fail."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    keyed, keyless = apis["openai"].spec, apis["anthropic"].spec
+    rp = await open_runpoint([travel_agent(keyed), replace(travel_agent(keyless), id="keyless")])
+    ready_models(rp)
+    assert rp.host.model(keyed)._client is not None  # type: ignore[attr-defined]
+    assert rp.host.model(keyless)._client is None  # type: ignore[attr-defined]
