@@ -16,6 +16,7 @@ from runpoint.seams.agent import tool
 from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
 from tests.providers.conftest import Api, get_population, travel_agent
+from tests.providers.loopback import Request
 from tests.providers.wire import Turn
 
 HISTORY = [
@@ -163,23 +164,15 @@ async def test_the_anthropic_request_has_the_headers_of_the_sdks_own_call(
     for a single call from max_tokens) are those of `messages.stream` or `.create`."""
     api = apis["anthropic"]
     model = api.model(max_tokens=1024)
-    request = ModelRequest(None, HISTORY, [tool(get_population).schema], watched=watched)
-    api.server.play(Turn("Voilà."), Turn("Voilà."))
-
-    [*_, response] = [chunk async for chunk in model.stream(request)]
-    assert isinstance(response, ModelResponse) and response.content == "Voilà."
-    arguments = model._params(request)
-    arguments |= arguments.pop("extra_body")
+    arguments = await turn_and_its_arguments(api, model, watched)
     if watched:
         async with model.client().messages.stream(**arguments) as stream:
             await stream.get_final_message()
     else:
         await model.client().messages.create(**arguments)
 
-    ours, sdks = (
-        {k: v for k, v in r.headers.items() if k != "content-length"} for r in api.server.requests
-    )
-    assert ours == sdks
+    ours, sdks = api.server.requests
+    assert headers(ours) == headers(sdks)
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-chat"])
@@ -191,13 +184,7 @@ async def test_an_openai_request_is_the_one_of_the_sdks_typed_call(
     headers and the body are those of `responses.create` or `chat.completions.create`."""
     api = apis[provider]
     model = api.model()
-    request = ModelRequest(None, HISTORY, [tool(get_population).schema], watched=watched)
-    api.server.play(Turn("Voilà."), Turn("Voilà."))
-
-    [*_, response] = [chunk async for chunk in model.stream(request)]
-    assert isinstance(response, ModelResponse) and response.content == "Voilà."
-    arguments = model._params(request)
-    arguments |= arguments.pop("extra_body")
+    arguments = await turn_and_its_arguments(api, model, watched)
     if watched:
         arguments["stream"] = True
         if provider == "openai-chat":
@@ -209,9 +196,24 @@ async def test_an_openai_request_is_the_one_of_the_sdks_typed_call(
 
     ours, sdks = api.server.requests
     assert ours.body == sdks.body
-    assert {k: v for k, v in ours.headers.items() if k != "content-length"} == {
-        k: v for k, v in sdks.headers.items() if k != "content-length"
-    }
+    assert headers(ours) == headers(sdks)
+
+
+async def turn_and_its_arguments(api: Api, model: Any, watched: bool) -> dict[str, Any]:
+    """One turn through `model` (the vendor records its request), and the arguments of the
+    SDK's typed call for the same request, to be made and compared with it."""
+    request = ModelRequest(None, HISTORY, [tool(get_population).schema], watched=watched)
+    api.server.play(Turn("Voilà."), Turn("Voilà."))
+    [*_, response] = [chunk async for chunk in model.stream(request)]
+    assert isinstance(response, ModelResponse) and response.content == "Voilà."
+    arguments = model._params(request)
+    body = arguments.pop("extra_body")
+    return {**arguments, **body}
+
+
+def headers(request: Request) -> dict[str, str]:
+    """A request's headers but its length (the SDK's JSON spaces differ from msgspec's)."""
+    return {k: v for k, v in request.headers.items() if k != "content-length"}
 
 
 async def test_a_claude_call_that_may_outlast_ten_minutes_is_streamed(
