@@ -18,6 +18,7 @@ from runpoint.plugins.sql.erase import (
     erase,
     read_ranges,
 )
+from runpoint.plugins.sql.events import inline_checkpoints
 from runpoint.plugins.sql.locks import lock_session
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, readable_runs
 from runpoint.plugins.sql.schema import checkpoints, run_events, runs, sessions
@@ -96,6 +97,7 @@ class SqlRetention:
                 m for m in marks if m not in kept and not any(lo < m <= hi for lo, hi in read)
             ]
             if doomed:
+                await inline_checkpoints(conn, self.db.codec, run_id, doomed)
                 removed.checkpoints, removed.size = await delete_rows(
                     conn, checkpoints, (c.run_id == run_id) & c.message_index.in_(doomed)
                 )
