@@ -20,6 +20,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from databases import _sqlite_file
 from disk import written
 from providers import agent, vendor_server
 from sqlalchemy import LargeBinary, func, select
@@ -69,12 +70,15 @@ async def build(size: int, database: str, keyring: Keyring | None) -> tuple[int,
         return len(detail.json().get("messages") or []), disk
 
 
-async def main(sizes: list[int], keyring: bool) -> None:
+async def main(sizes: list[int], keyring: bool, page_size: int | None) -> None:
     print(f"{'messages':>9} {'payload':>11} {'disk':>13} {'disk/payload':>13}  by table")
     with vendor_server(), tempfile.TemporaryDirectory() as tmp:
         keys = Keyring({"bench": os.urandom(32)}) if keyring else None
         for size in sizes:
-            database = f"sqlite:///{tmp}/run_{size}.db"
+            path = Path(tmp, f"run_{size}.db")
+            if page_size is not None:
+                _sqlite_file(path, page_size)
+            database = f"sqlite:///{path}"
             messages, disk = await build(size, database, keys)
             held = await payload(database)
             total = sum(held.values())
@@ -86,5 +90,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", nargs="+", type=int, default=[10, 100, 1_000])
     parser.add_argument("--keyring", action="store_true", help="seal the documents")
+    parser.add_argument("--page-size", type=int, help="make each SQLite file so first")
     args = parser.parse_args()
-    asyncio.run(main(args.sizes, args.keyring))
+    asyncio.run(main(args.sizes, args.keyring, args.page_size))

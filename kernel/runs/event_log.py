@@ -7,6 +7,11 @@ come, in batches: those that came while the last write was going go together (a 
 commit), so a burst of text deltas costs a few writes, and a lone event one. A boundary
 (`writing`) takes the waiting events into its own transaction: the events that say a run
 stopped are stored with the status that says so.
+
+An event of a run nobody follows in this process waits for company up to `LINGER`, the
+interval at which a follower elsewhere looks at the log anyway: a model turn shorter than
+that costs one write (its boundary's) rather than three, and such a follower sees its
+events at most one look later. A follower here gets each event as soon as it comes.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from runpoint.durable.outages import Outlast
 from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.events")
+LINGER = 0.05  # seconds; a follower in another process looks again every 0.05 s
 
 
 class EventLog:
@@ -31,10 +37,12 @@ class EventLog:
         last_seq: int,
         stored: Callable[[], None],
         outlast: Outlast,
+        followed: Callable[[], bool] = lambda: True,
     ) -> None:
         """The events of `run` (the execution's own `Run`, whose revision its writes
         follow) from `last_seq` + 1 on; `stored` is called after each write, and each is
-        retried through an outage by `outlast`."""
+        retried through an outage by `outlast`; `followed` says whether a follower in this
+        process waits for them (if not, they linger)."""
         self.storage = storage
         self.outlast = outlast
         self.run = run
@@ -44,6 +52,10 @@ class EventLog:
         # one write at a time, boundaries included: each goes at the run's revision
         self._writing = asyncio.Lock()
         self._flush: asyncio.Task[None] | None = None
+        self._followed = followed
+        self._company = asyncio.Event()  # a boundary took the waiting events, or the end
+        self._taken = 0  # boundaries that took waiting events
+        self._closing = False
 
     def add(self, event: RunEvent) -> None:
         self.last_seq += 1
@@ -58,18 +70,33 @@ class EventLog:
         dropped if it fails (nobody saw them; they told of a write that did not happen)."""
         async with self._writing:
             events, self._waiting = self._waiting, []
+            self._taken += 1
+            self._company.set()
             yield events
         if events:
             self._stored()
 
+    def hurry(self) -> None:
+        """A follower here came: what waits is written now, and what comes, as it comes."""
+        self._company.set()
+
     async def close(self) -> None:
         """Write what waits (the execution is over)."""
+        self._closing = True
+        self._company.set()
         while (flush := self._flush) is not None:
             await flush
 
     async def _write_waiting(self) -> None:
         try:
             while self._waiting:
+                if not self._closing and not self._followed():
+                    taken = self._taken
+                    self._company.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._company.wait(), LINGER)
+                    if self._taken != taken:
+                        continue  # a boundary took them: those that came since wait anew
                 async with self._writing:
                     events, self._waiting = self._waiting, []
                     if not events:

@@ -73,7 +73,7 @@ class Executor:
         self.queue = queue
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.streams = Streams(context.storage, POLL_SECONDS)
+        self.streams = Streams(context.storage, POLL_SECONDS, self._joined)
 
     async def open(
         self,
@@ -126,6 +126,11 @@ class Executor:
         if self._queued(background, stream):
             return await self._enqueue(run, incoming)
         return await self._start(agent, run, incoming, stream, resumed=resumed, born=not resumed)
+
+    def _joined(self, run_id: str) -> None:
+        """A follower here joined the run: what its events linger for, they wait no more."""
+        if (execution := self._active.get(run_id)) is not None:
+            execution.events.hurry()
 
     def refuse_active(self, run: Run) -> None:
         """Conflict if this process is executing the run."""
@@ -184,7 +189,12 @@ class Executor:
         outlast = Outlast(self.outages, self.leases, run)
         last_seq = 0 if born else await outlast(lambda: self.storage.last_event_seq(run.run_id))
         events = EventLog(
-            self.storage, run, last_seq, lambda: self.streams.stored(run.run_id), outlast
+            self.storage,
+            run,
+            last_seq,
+            lambda: self.streams.stored(run.run_id),
+            outlast,
+            lambda: stream or self.streams.following(run.run_id),
         )
         execution = Execution(
             agent=agent,
