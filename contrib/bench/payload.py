@@ -23,7 +23,7 @@ from pathlib import Path
 from databases import _sqlite_file
 from disk import written
 from providers import agent, vendor_server
-from sqlalchemy import LargeBinary, func, select
+from sqlalchemy import LargeBinary, cast, func, select
 from sqlalchemy.ext.asyncio import create_async_engine
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests
@@ -34,20 +34,23 @@ from runpoint.core.keyring import Keyring
 from runpoint.plugins.sql.schema import metadata
 
 
-async def payload(database: str) -> Counter[str]:
-    """The document bytes held now, by table."""
+async def payload(database: str) -> tuple[Counter[str], int]:
+    """The document bytes held now, by table; and the bytes of every value of every column
+    (as text, the way the Agno figure is taken: contrib/bench/agno_payload.py)."""
     engine = create_async_engine(database.replace("sqlite:", "sqlite+aiosqlite:", 1))
-    held: Counter[str] = Counter()
+    documents: Counter[str] = Counter()
+    values = 0
     try:
         async with engine.connect() as conn:
             for table in metadata.sorted_tables:
                 for column in table.columns:
+                    n = await conn.scalar(select(func.sum(func.length(cast(column, LargeBinary)))))
+                    values += int(n or 0)
                     if isinstance(column.type, LargeBinary):
-                        n = await conn.scalar(select(func.sum(func.length(column))))
-                        held[table.name] += int(n or 0)
+                        documents[table.name] += int(n or 0)
     finally:
         await engine.dispose()
-    return held
+    return documents, values
 
 
 async def build(size: int, database: str, keyring: Keyring | None) -> tuple[int, int]:
@@ -71,7 +74,10 @@ async def build(size: int, database: str, keyring: Keyring | None) -> tuple[int,
 
 
 async def main(sizes: list[int], keyring: bool, page_size: int | None) -> None:
-    print(f"{'messages':>9} {'payload':>11} {'disk':>13} {'disk/payload':>13}  by table")
+    print(
+        f"{'messages':>9} {'payload':>11} {'all values':>11} {'disk':>13} {'disk/payload':>13}"
+        "  payload by table"
+    )
     with vendor_server(), tempfile.TemporaryDirectory() as tmp:
         keys = Keyring({"bench": os.urandom(32)}) if keyring else None
         for size in sizes:
@@ -80,10 +86,13 @@ async def main(sizes: list[int], keyring: bool, page_size: int | None) -> None:
                 _sqlite_file(path, page_size)
             database = f"sqlite:///{path}"
             messages, disk = await build(size, database, keys)
-            held = await payload(database)
+            held, values = await payload(database)
             total = sum(held.values())
             tables = ", ".join(f"{t} {n:,}" for t, n in held.most_common() if n)
-            print(f"{messages:>9} {total:>11,} {disk:>13,} {disk / total:>13.1f}  {tables}")
+            print(
+                f"{messages:>9} {total:>11,} {values:>11,} {disk:>13,} {disk / total:>13.1f}"
+                f"  {tables}"
+            )
 
 
 if __name__ == "__main__":

@@ -6,10 +6,13 @@ costs a few rows, and the run's id is kept once per batch, not once per token.
 What a boundary's events repeat of the rows written with them is kept once: a
 `CheckpointCreated` event's checkpoint is its checkpoint row's document, a tool event's
 arguments and result are its tool result message's. The event keeps where they are, and a
-read puts them back, so it reads exactly what was written."""
+read puts them back, so it reads exactly what was written. A batch of some size is kept
+deflated (its names and keys repeat from event to event: about half its bytes), before it
+is sealed."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -51,6 +54,9 @@ class _ToolResult(msgspec.Struct):
     tool_args: msgspec.Raw = msgspec.Raw(b"null")
 
 
+# a row's batch deflated (raw DEFLATE), told from its JSON ('[') by its first byte
+_DEFLATED = b"\x02"
+DEFLATE_FROM = 200  # bytes: a smaller batch gains little, and is kept as it is
 _FROM = {"tool_args": "tool_args", "result": "content"}  # a tool event's key: the message's
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder(list[Stored]).decode
@@ -93,8 +99,20 @@ def event_rows(
     it; none for no events."""
     if not events:
         return []
-    batch = _encode([lean(e, written) for e in events])
+    batch = _pack(_encode([lean(e, written) for e in events]))
     return [(events[-1].seq, codec.seal(batch, run_events.name, "data", run_id, events[-1].seq))]
+
+
+def _pack(batch: bytes) -> bytes:
+    if len(batch) < DEFLATE_FROM:
+        return batch
+    packed = _DEFLATED + zlib.compress(batch, wbits=-15)
+    return packed if len(packed) < len(batch) else batch
+
+
+def batch_of(stored: bytes) -> list[Stored]:
+    """A row's events, as `event_rows` kept them (once opened)."""
+    return _decode(zlib.decompress(stored[1:], wbits=-15) if stored[:1] == _DEFLATED else stored)
 
 
 def lean(event: RunEvent, written: Written) -> Plain:
@@ -145,7 +163,7 @@ async def inline_checkpoints(
     documents = {i: codec.open(d, checkpoints.name, "data", run_id, i) for i, d in found}
     rows = await conn.execute(select(e.seq, e.data).where(e.run_id == run_id))
     for last, data in rows.all():
-        batch = _decode(codec.open(data, run_events.name, "data", run_id, last))
+        batch = batch_of(codec.open(data, run_events.name, "data", run_id, last))
         if not any(s.checkpoint in documents for s in batch):
             continue
         for s in batch:
@@ -155,7 +173,7 @@ async def inline_checkpoints(
         kept = [
             s if s.message is not None or s.checkpoint is not None else _plain(s) for s in batch
         ]
-        sealed = codec.seal(_encode(kept), run_events.name, "data", run_id, last)
+        sealed = codec.seal(_pack(_encode(kept)), run_events.name, "data", run_id, last)
         await conn.execute(
             update(run_events).where(e.run_id == run_id, e.seq == last).values(data=sealed)
         )
@@ -173,7 +191,7 @@ class SqlEvents:
         open_ = self.db.codec.open
         found: list[Stored] = []
         for last, data in rows:
-            for e in _decode(open_(data, run_events.name, "data", run.run_id, last)):
+            for e in batch_of(open_(data, run_events.name, "data", run.run_id, last)):
                 # past what was read already: a seq stored in an earlier row stands
                 if e.seq > (found[-1].seq if found else after):
                     found.append(e)

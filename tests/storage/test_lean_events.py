@@ -15,6 +15,7 @@ from runpoint.core.keyring import Keyring
 from runpoint.core.types import Run, RunEvent, ToolCall
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
+from runpoint.plugins.sql.events import batch_of
 from runpoint.plugins.sql.schema import run_events
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.agent import Agent, tool
@@ -65,8 +66,11 @@ class Handed(SqlStorage):
 
 
 async def stored_events(storage: SqlStorage) -> bytes:
+    """The event log's rows as stored (unsealed), in JSON."""
     async with storage.engine.connect() as conn:
-        return b"".join((await conn.scalars(select(run_events.c.data))).all())
+        rows = (await conn.scalars(select(run_events.c.data))).all()
+    assert any(row.startswith(b"\x02") for row in rows)  # deflated, those of some size
+    return b"".join(msgspec.json.encode(batch_of(row)) for row in rows)
 
 
 @pytest.mark.parametrize("sealed", [False, True], ids=["clear", "sealed"])
