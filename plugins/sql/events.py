@@ -13,7 +13,7 @@ is sealed."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -99,7 +99,8 @@ def event_rows(
     it; none for no events."""
     if not events:
         return []
-    batch = _pack(_encode([lean(e, written) for e in events]))
+    results = {m.tool_call_id: (i, m) for i, m in written.messages if m.role == "tool"}
+    batch = _pack(_encode([lean(e, written.checkpoint, results) for e in events]))
     return [(events[-1].seq, codec.seal(batch, run_events.name, "data", run_id, events[-1].seq))]
 
 
@@ -115,19 +116,24 @@ def batch_of(stored: bytes) -> list[Stored]:
     return _decode(zlib.decompress(stored[1:], wbits=-15) if stored[:1] == _DEFLATED else stored)
 
 
-def lean(event: RunEvent, written: Written) -> Plain:
-    """`event` as stored, without what `written`'s rows hold (only what they hold exactly,
-    byte for byte, is left out)."""
+def lean(
+    event: RunEvent,
+    checkpoint: tuple[int, bytes] | None,
+    results: Mapping[str | None, tuple[int, Message]],
+) -> Plain:
+    """`event` as stored, without what the rows written with it hold (its boundary's
+    `checkpoint`, its tool `results` by call id): only what they hold exactly, byte for
+    byte, is left out."""
     stored = Stored(event.seq, event.event, event.created_at, event.data)
     data = event.data
     if (
-        written.checkpoint is not None
+        checkpoint is not None
         and "checkpoint" in data
-        and _encode(data["checkpoint"]) == written.checkpoint[1]
+        and _encode(data["checkpoint"]) == checkpoint[1]
     ):
-        stored.data, stored.checkpoint = {**data, "checkpoint": None}, written.checkpoint[0]
+        stored.data, stored.checkpoint = {**data, "checkpoint": None}, checkpoint[0]
     tool = data.get("tool")
-    if isinstance(tool, dict) and (found := _result_of(tool.get("tool_call_id"), written)):
+    if isinstance(tool, dict) and (found := results.get(tool.get("tool_call_id"))):
         index, message = found
         left = [
             key
@@ -142,13 +148,6 @@ def lean(event: RunEvent, written: Written) -> Plain:
 
 def _plain(stored: Plain) -> Plain:
     return Plain(stored.seq, stored.event, stored.created_at, stored.data)
-
-
-def _result_of(call_id: object, written: Written) -> tuple[int, Message] | None:
-    for index, message in written.messages:
-        if message.role == "tool" and message.tool_call_id == call_id:
-            return index, message
-    return None
 
 
 async def inline_checkpoints(
