@@ -54,10 +54,12 @@ SEALED = (
 )
 _KEY_LENGTH = {s.table: len(s.key) for s in SEALED}
 
-# The opened documents a codec keeps (`Codec.open_rows`), counted as their bytes and their
-# ciphertext's: up to OPENED_ENTRY each, OPENED_BYTES in all.
+# The opened documents a codec keeps (`Codec.open_rows`), each counted as its bytes, its
+# ciphertext's and ENTRY's (the key, the tuples, the dict's slot, the objects' headers:
+# about 350 on CPython 3.11): up to OPENED_ENTRY each, OPENED_BYTES in all.
 OPENED_ENTRY = 64 * 1024
 OPENED_BYTES = 32 * 1024 * 1024
+ENTRY = 400
 
 
 def aad(table: str, column: str, key: tuple[object, ...]) -> bytes:
@@ -128,7 +130,7 @@ class Opened(dict[tuple[object, ...], tuple[bytes, bytes]]):
     size = 0
 
     def keep(self, key: tuple[object, ...], stored: bytes, document: bytes) -> None:
-        cost = len(stored) + len(document)
+        cost = len(stored) + len(document) + ENTRY
         if cost > OPENED_ENTRY:
             return
         if self.size + cost > OPENED_BYTES:
