@@ -82,19 +82,22 @@ class Codec:
         the very same ciphertext on the same row before are not opened again. A transcript
         is read whole, often (its checkpoints at each timeline read, a fork its source's
         rows too), and one AES-GCM open costs more than decoding a small row."""
-        n, opened, open_ = _KEY_LENGTH[table], self.opened, self.open
+        n = _KEY_LENGTH[table]
         if self.keyring is None:
-            return [open_(row[n], table, column, *row[:n]) for row in rows]
-        found = []
-        for row in rows:
-            stored, key = row[n], (table, column, *row[:n])
-            if (hit := opened.get(key)) is not None and hit[0] == stored:
-                found.append(hit[1])
-            else:
-                found.append(document := open_(stored, *key))
-                if document is not stored:  # opened, not a row in the clear let through
-                    opened.keep(key, stored, document)  # in place of the row's last, if any
-        return found
+            return [self.open(row[n], table, column, *row[:n]) for row in rows]
+        kept = self.opened.get
+        return [
+            hit[1]
+            if (hit := kept(key := (table, column, *row[:n]))) is not None and hit[0] == row[n]
+            else self._open_kept(row[n], key)
+            for row in rows
+        ]
+
+    def _open_kept(self, stored: bytes, key: tuple[Any, ...]) -> bytes:
+        document = self.open(stored, *key)
+        if document is not stored:  # opened, not a row in the clear let through
+            self.opened.keep(key, stored, document)  # in place of the row's last, if any
+        return document
 
     def seal(self, document: bytes, table: str, column: str, *key: object) -> bytes:
         if self.keyring is None:
