@@ -7,12 +7,12 @@ from functools import partial
 from typing import Any
 
 import msgspec
-from sqlalchemy import bindparam, delete, select, update
+from sqlalchemy import and_, bindparam, delete, or_, select, update
 
-from runpoint.core.schedule import Schedule, ScheduleRun
+from runpoint.core.schedule import UNFINISHED, Schedule, ScheduleRun
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
-from runpoint.plugins.sql.schema import schedule_runs, schedules
+from runpoint.plugins.sql.schema import runs, schedule_runs, schedules
 from runpoint.plugins.sql.sealing import Codec, readable
 
 _decode_schedule = msgspec.json.Decoder(Schedule).decode
@@ -27,11 +27,23 @@ _TEAM = (
     .limit(bindparam("limit"))
     .offset(bindparam("offset"))
 )
+# due and not held: PostgreSQL skips the rows another process is taking right now
 _DUE = (
-    select(*_SCHEDULE)
-    .where(_s.next_run_at <= bindparam("before"), _s.enabled)
+    select(_s.schedule_id)
+    .where(
+        _s.next_run_at <= bindparam("before"),
+        _s.enabled,
+        or_(_s.claimed_until.is_(None), _s.claimed_until <= bindparam("before")),
+    )
     .order_by(_s.next_run_at, _s.schedule_id)
     .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)
+)
+_CLAIM = (
+    update(schedules)
+    .where(_s.schedule_id.in_(_DUE.scalar_subquery()))
+    .values(claimed_until=bindparam("until"))
+    .returning(*_SCHEDULE)
 )
 _FIRED = select(_r.data).where(_r.schedule_id == bindparam("id"), _r.run_id == bindparam("run"))
 _FIRED_PAGE = (
@@ -41,7 +53,15 @@ _FIRED_PAGE = (
     .limit(bindparam("limit"))
     .offset(bindparam("offset"))
 )
-_UNSETTLED = select(_r.data).where(~_r.settled).order_by(_r.attempt_at).limit(bindparam("limit"))
+# (no IN: a compiled read takes no expanding parameter)
+_ENDED = or_(runs.c.status.is_(None), and_(*(runs.c.status != s.value for s in UNFINISHED)))
+_UNSETTLED = (
+    select(_r.data)
+    .select_from(schedule_runs.outerjoin(runs, runs.c.run_id == _r.run_id))
+    .where(~_r.settled, or_(_ENDED, _r.deadline.is_(None), _r.deadline <= bindparam("before")))
+    .order_by(_r.attempt_at)
+    .limit(bindparam("limit"))
+)
 
 
 class SqlSchedules:
@@ -53,6 +73,7 @@ class SqlSchedules:
             "created_at": schedule.created_at,
             "enabled": schedule.enabled,
             "next_run_at": schedule.next_run_at,
+            "claimed_until": None,  # re-armed, perhaps: any process may take it now
             "data": self.db.codec.seal(
                 document(schedule), schedules.name, "data", schedule.schedule_id
             ),
@@ -80,8 +101,11 @@ class SqlSchedules:
             gone = await conn.execute(delete(schedules).where(_s.schedule_id == schedule_id))
         return gone.rowcount == 1
 
-    async def due_schedules(self, before: float, limit: int) -> list[Schedule]:
-        due = await self.db.read(_DUE, {"before": before, "limit": limit})
+    async def claim_due(self, before: float, limit: int, until: float) -> list[Schedule]:
+        taking = {"before": before, "limit": limit, "until": until}
+        async with self.db.write() as conn:
+            taken = (await conn.execute(_CLAIM, taking)).all()
+        due = sorted(taken, key=lambda row: (row[2], row[0]))  # RETURNING keeps no order
         return readable(due, partial(_schedule, self.db.codec))
 
     async def advance_schedule(self, schedule_id: str, tick: float, to: float | None) -> bool:
@@ -89,7 +113,7 @@ class SqlSchedules:
             moved = await conn.execute(
                 update(schedules)
                 .where(_s.schedule_id == schedule_id, _s.next_run_at == tick)
-                .values(next_run_at=to)
+                .values(next_run_at=to, claimed_until=None)
             )
         return moved.rowcount == 1
 
@@ -123,8 +147,9 @@ class SqlSchedules:
         page = {"id": schedule_id, "limit": limit, "offset": offset}
         return [_decode_fired(row[0]) for row in await self.db.read(_FIRED_PAGE, page)]
 
-    async def unsettled_fired(self, limit: int) -> list[ScheduleRun]:
-        return [_decode_fired(row[0]) for row in await self.db.read(_UNSETTLED, {"limit": limit})]
+    async def unsettled_fired(self, before: float, limit: int) -> list[ScheduleRun]:
+        found = await self.db.read(_UNSETTLED, {"before": before, "limit": limit})
+        return [_decode_fired(row[0]) for row in found]
 
 
 def _schedule(codec: Codec, row: Sequence[Any]) -> Schedule:
@@ -140,5 +165,6 @@ def _fired_row(fired: ScheduleRun) -> dict[str, Any]:
         "attempt": fired.attempt,
         "attempt_at": fired.attempt_at,
         "settled": fired.settled,
+        "deadline": fired.deadline,
         "data": document(fired),
     }
