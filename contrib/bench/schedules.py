@@ -8,8 +8,10 @@ On a throwaway PostgreSQL server it makes N schedules of a one-turn scripted age
 schedule loop (and the run queue), for the given minutes, and reads what they did: ticks
 fired against ticks expected (every minute boundary while they served, for every
 schedule), runs made per tick (one: none twice), the fire delay (a tick's time to its run
-being made) p50/p99/max, and the CPU seconds PostgreSQL spent per tick fired (its
-processes' /proc figures, which include the fired runs' own execution).
+being made) and the start delay (to its execution starting, its RunStarted event, after
+the run queue handed it to a process) p50/p99/max, and the CPU seconds PostgreSQL spent
+per tick fired (its processes' /proc figures, which include the fired runs' own
+execution).
 """
 
 from __future__ import annotations
@@ -64,12 +66,19 @@ async def read(database: str, since: float, until: float) -> dict[str, float]:
             " FROM schedule_runs WHERE tick >= $1 AND tick <= $2",
             (since, until),
         )
+        started = {}  # run_id: when its execution began (its first event, RunStarted)
+        for _, _, run_id in rows:
+            run = await storage.get_run(run_id)
+            first = await storage.read_events(run, 0, 1) if run is not None else []
+            if first and first[0].event == "RunStarted":
+                started[run_id] = first[0].created_at
         sessions = await storage.db.fetch(  # type: ignore[attr-defined]
             "SELECT count(*) FROM sessions", ()
         )
         schedules = await storage.db.fetch("SELECT count(*) FROM schedules", ())  # type: ignore[attr-defined]
         all_fired = await storage.db.fetch("SELECT count(*) FROM schedule_runs", ())  # type: ignore[attr-defined]
     delays = sorted(fired_at - tick for tick, fired_at, _ in rows)
+    starts = sorted(started[run_id] - tick for tick, _, run_id in rows if run_id in started)
     minutes = math.floor(until / 60) - math.ceil(since / 60) + 1
     return {
         "schedules": schedules[0][0],
@@ -82,6 +91,10 @@ async def read(database: str, since: float, until: float) -> dict[str, float]:
         "delay_p50_s": statistics.median(delays) if delays else math.nan,
         "delay_p99_s": delays[int(0.99 * (len(delays) - 1))] if delays else math.nan,
         "delay_max_s": delays[-1] if delays else math.nan,
+        "started": len(starts),
+        "start_p50_s": statistics.median(starts) if starts else math.nan,
+        "start_p99_s": starts[int(0.99 * (len(starts) - 1))] if starts else math.nan,
+        "start_max_s": starts[-1] if starts else math.nan,
     }
 
 

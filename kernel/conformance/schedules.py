@@ -101,3 +101,27 @@ async def a_fired_run_in_flight_needs_a_look_only_once_past_its_deadline(store: 
     assert (made.schedule_id, 60.0) not in looked_at
     looked_at = {(f.schedule_id, f.tick) for f in await store.unsettled_fired(100.0, 10_000)}
     assert (made.schedule_id, 60.0) in looked_at
+
+
+@check(SCHEDULES)
+async def records_of_runs_done_or_gone_are_settled_at_once(store: Storage) -> None:
+    made = schedule(build.fresh("team"))
+    await store.put_schedule(made)
+    ticks = {}
+    for tick, status in enumerate((RunStatus.COMPLETED, RunStatus.RUNNING, RunStatus.ERROR)):
+        _, run = await build.started(store, status=status)
+        fired = ScheduleRun(
+            schedule_id=made.schedule_id, tick=tick, run_id=run.run_id, session_id=run.session_id
+        )
+        assert await store.record_fired(fired)
+        ticks[status] = float(tick)
+    gone = ScheduleRun(schedule_id=made.schedule_id, tick=9.0, run_id="gone", session_id="s")
+    assert await store.record_fired(gone)
+    assert await store.settle_done() >= 2
+    settled = {
+        f.tick: f.settled for f in await store.list_fired(made.schedule_id, limit=9, offset=0)
+    }
+    assert settled == {ticks[RunStatus.COMPLETED]: True, 9.0: True} | {
+        ticks[RunStatus.RUNNING]: False,
+        ticks[RunStatus.ERROR]: False,
+    }

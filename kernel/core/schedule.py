@@ -26,6 +26,8 @@ Missed = Literal["skip", "run_once"]
 GRACE_SECONDS = 60.0
 # the statuses of a fired run the loop waits on (and times out)
 UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
+# those of one nothing more is done to (a failed one may be retried)
+DONE = frozenset(RunStatus) - {*UNFINISHED, RunStatus.ERROR}
 
 
 class Schedule(msgspec.Struct, omit_defaults=True, kw_only=True):

@@ -96,6 +96,7 @@ class Scheduler(Periodic):
         fired = 0
         while due := await self.storage.claim_due(at, TAKEN, at + self.hold):
             fired += sum(await asyncio.gather(*map(due_one, due)))
+        await self.storage.settle_done()  # in one statement: most runs just completed
         unsettled = await self.storage.unsettled_fired(at, self.batch)
         await asyncio.gather(*map(settle_one, unsettled))
         return fired

@@ -51,6 +51,10 @@ class ScheduleStore(Protocol):
     async def list_fired(self, schedule_id: str, *, limit: int, offset: int) -> list[ScheduleRun]:
         """The schedule's records, newest tick first."""
 
+    async def settle_done(self) -> int:
+        """Mark settled, at once, the records whose run is done (its status in `DONE`) or
+        gone: nothing more is done to them. How many."""
+
     async def unsettled_fired(self, before: float, limit: int) -> list[ScheduleRun]:
         """Records not settled yet that need a look (a retry or a timeout, perhaps): their
         run has ended or is gone, or their `deadline` is at or before `before`; oldest

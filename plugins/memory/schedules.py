@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runpoint.core.schedule import UNFINISHED, Schedule, ScheduleRun
+from runpoint.core.schedule import DONE, UNFINISHED, Schedule, ScheduleRun
 from runpoint.plugins.memory.tables import Tables, copy
 
 
@@ -71,6 +71,14 @@ class MemorySchedules(Tables):
         mine = [f for (of, _), f in self._fired.items() if of == schedule_id]
         mine.sort(key=lambda f: f.tick, reverse=True)
         return [copy(f) for f in mine[offset : offset + limit]]
+
+    async def settle_done(self) -> int:
+        done = 0
+        for fired in self._fired.values():
+            run = self._runs.get(fired.run_id)
+            if not fired.settled and (run is None or run.status in DONE):
+                fired.settled, done = True, done + 1
+        return done
 
     async def unsettled_fired(self, before: float, limit: int) -> list[ScheduleRun]:
         def needs_a_look(fired: ScheduleRun) -> bool:

@@ -10,6 +10,7 @@ import msgspec
 from sqlalchemy import and_, bindparam, delete, or_, select, update
 
 from runpoint.core.schedule import UNFINISHED, Schedule, ScheduleRun
+from runpoint.core.types import RunStatus
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs, schedule_runs, schedules
@@ -45,9 +46,10 @@ _CLAIM = (
     .values(claimed_until=bindparam("until"))
     .returning(*_SCHEDULE)
 )
-_FIRED = select(_r.data).where(_r.schedule_id == bindparam("id"), _r.run_id == bindparam("run"))
+_FIRED_ROW = (_r.data, _r.settled)
+_FIRED = select(*_FIRED_ROW).where(_r.schedule_id == bindparam("id"), _r.run_id == bindparam("run"))
 _FIRED_PAGE = (
-    select(_r.data)
+    select(*_FIRED_ROW)
     .where(_r.schedule_id == bindparam("id"))
     .order_by(_r.tick.desc())
     .limit(bindparam("limit"))
@@ -55,8 +57,14 @@ _FIRED_PAGE = (
 )
 # (no IN: a compiled read takes no expanding parameter)
 _ENDED = or_(runs.c.status.is_(None), and_(*(runs.c.status != s.value for s in UNFINISHED)))
+# a run that may yet need a look: unfinished, or failed (a retry, perhaps)
+_OPEN = select(runs.c.run_id).where(
+    runs.c.run_id == _r.run_id,
+    or_(*(runs.c.status == s.value for s in (*UNFINISHED, RunStatus.ERROR))),
+)
+_SETTLE_DONE = update(schedule_runs).where(~_r.settled, ~_OPEN.exists()).values(settled=True)
 _UNSETTLED = (
-    select(_r.data)
+    select(*_FIRED_ROW)
     .select_from(schedule_runs.outerjoin(runs, runs.c.run_id == _r.run_id))
     .where(~_r.settled, or_(_ENDED, _r.deadline.is_(None), _r.deadline <= bindparam("before")))
     .order_by(_r.attempt_at)
@@ -141,15 +149,19 @@ class SqlSchedules:
 
     async def get_fired(self, schedule_id: str, run_id: str) -> ScheduleRun | None:
         rows = await self.db.read(_FIRED, {"id": schedule_id, "run": run_id})
-        return _decode_fired(rows[0][0]) if rows else None
+        return _fired(rows[0]) if rows else None
 
     async def list_fired(self, schedule_id: str, *, limit: int, offset: int) -> list[ScheduleRun]:
         page = {"id": schedule_id, "limit": limit, "offset": offset}
-        return [_decode_fired(row[0]) for row in await self.db.read(_FIRED_PAGE, page)]
+        return [_fired(row) for row in await self.db.read(_FIRED_PAGE, page)]
+
+    async def settle_done(self) -> int:
+        async with self.db.write() as conn:
+            return (await conn.execute(_SETTLE_DONE)).rowcount
 
     async def unsettled_fired(self, before: float, limit: int) -> list[ScheduleRun]:
         found = await self.db.read(_UNSETTLED, {"before": before, "limit": limit})
-        return [_decode_fired(row[0]) for row in found]
+        return [_fired(row) for row in found]
 
 
 def _schedule(codec: Codec, row: Sequence[Any]) -> Schedule:
@@ -157,6 +169,12 @@ def _schedule(codec: Codec, row: Sequence[Any]) -> Schedule:
     schedule_id, enabled, at, data = row
     opened = codec.open(data, schedules.name, "data", schedule_id)
     return msgspec.structs.replace(_decode_schedule(opened), enabled=bool(enabled), next_run_at=at)
+
+
+def _fired(row: Sequence[Any]) -> ScheduleRun:
+    """A record from its document, settled as its column says (`settle_done` sets it)."""
+    data, settled = row
+    return msgspec.structs.replace(_decode_fired(data), settled=bool(settled))
 
 
 def _fired_row(fired: ScheduleRun) -> dict[str, Any]:
