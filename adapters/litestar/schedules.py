@@ -19,7 +19,7 @@ from . import catalog_wire, wire
 from .handlers import Reply, operation
 
 _PREFIX, _SUFFIX = "/agents/", "/runs"
-_NOT_FIELDS = ("rp", "schedule_id", "method", "sent")
+_NOT_FIELDS = ("rp", "schedule_id", "sent")
 # what a PATCH's null sets a field to: on demand, the default zone, no description
 _CLEARED: dict[str, Any] = {"cron_expr": "", "timezone": "UTC", "description": None}
 
@@ -127,8 +127,7 @@ def _agent_of(endpoint: str) -> str:
 
 def _fields(given: dict[str, Any], sent: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The Schedule fields of a handler's arguments: those of the request given (a None
-    one was absent, or a null that, if `sent`, clears the field or is refused);
-    `method` is POST, the one the document allows."""
+    one was absent, or a null that, if `sent`, clears the field or is refused)."""
     fields = {}
     for name, value in given.items():
         if name in _NOT_FIELDS or (value is None and name not in sent):
@@ -136,6 +135,7 @@ def _fields(given: dict[str, Any], sent: frozenset[str] = frozenset()) -> dict[s
         if value is None and name not in _CLEARED:
             raise InvalidArguments(f"{name}: cannot be cleared (null); leave it out to keep it")
         fields[name] = _CLEARED[name] if value is None else value
+    fields.pop("method", None)  # POST, the one the document allows
     if (endpoint := fields.pop("endpoint", None)) is not None:
         fields["agent_id"] = _agent_of(endpoint)
     if (payload := fields.pop("payload", None)) is not None:

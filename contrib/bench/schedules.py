@@ -11,7 +11,8 @@ schedule), runs made per tick (one: none twice), the fire delay (a tick's time t
 being made) and the start delay (to its execution starting, its RunStarted event, after
 the run queue handed it to a process) p50/p99/max, and the CPU seconds PostgreSQL spent
 per tick fired (its processes' /proc figures, which include the fired runs' own
-execution).
+execution), and the server processes' CPU seconds per tick (firing, executing and
+settling the runs).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import math
+import resource
 import statistics
 import subprocess
 import sys
@@ -98,6 +100,12 @@ async def read(database: str, since: float, until: float) -> dict[str, float]:
     }
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's children that ended (user and system)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--schedules", type=int, default=1000)
@@ -114,6 +122,7 @@ def main() -> None:
         postmaster = asyncio.run(pgserver.postmaster_pid(database))
         seconds = args.minutes * 60
         cpu_before, started = pgserver.cpu_seconds(postmaster), time.time()
+        server_before = _children_cpu()
         children = [
             subprocess.Popen([sys.executable, __file__, "--serve", database, str(seconds)])
             for _ in range(args.processes)
@@ -121,6 +130,7 @@ def main() -> None:
         for child in children:
             child.wait()
         stopped = time.time()
+        served = _children_cpu() - server_before  # the server processes'
         cpu = pgserver.cpu_seconds(postmaster) - cpu_before
         # the ticks due while both served (a few seconds to start, and to stop)
         figures = asyncio.run(read(database, started + 10, stopped - 10))
@@ -129,6 +139,10 @@ def main() -> None:
         "served_s": round(stopped - started, 1),
         "db_cpu_s": round(cpu, 2),
         "db_cpu_ms_per_tick": round(1000 * cpu / max(1, figures["ticks_recorded_in_all"]), 2),
+        "server_cpu_s": round(served, 2),
+        "server_cpu_ms_per_tick": round(
+            1000 * served / max(1, figures["ticks_recorded_in_all"]), 2
+        ),
     }
     for name, value in figures.items():
         print(f"{name:24} {value:.3f}" if isinstance(value, float) else f"{name:24} {value}")

@@ -24,10 +24,11 @@ class SqlIdempotencyKeys:
     ) -> tuple[str, str | None] | None:
         held = {"fingerprint": fingerprint, "owner": claim.owner, "expires_at": until}
         row = {"scope": claim.scope, "key": claim.key, "created_at": now()} | held
-        async with self.db.write() as conn:
+        async with self.db.single_write() as conn:  # a new key, mostly: one statement
             claimed = await conn.execute(self.db.insert_new(keys).values(row))
-            if claimed.rowcount == 1:
-                return None
+        if claimed.rowcount == 1:
+            return None
+        async with self.db.write() as conn:
             ran_out = or_(keys.c.expires_at.is_(None), keys.c.expires_at < now())
             taken_over = await conn.execute(
                 update(keys).where(_unanswered(claim), ran_out).values(held)

@@ -111,13 +111,13 @@ class SqlSchedules:
 
     async def claim_due(self, before: float, limit: int, until: float) -> list[Schedule]:
         taking = {"before": before, "limit": limit, "until": until}
-        async with self.db.write() as conn:
+        async with self.db.single_write() as conn:  # one statement
             taken = (await conn.execute(_CLAIM, taking)).all()
         due = sorted(taken, key=lambda row: (row[2], row[0]))  # RETURNING keeps no order
         return readable(due, partial(_schedule, self.db.codec))
 
     async def advance_schedule(self, schedule_id: str, tick: float, to: float | None) -> bool:
-        async with self.db.write() as conn:
+        async with self.db.single_write() as conn:  # one statement
             moved = await conn.execute(
                 update(schedules)
                 .where(_s.schedule_id == schedule_id, _s.next_run_at == tick)
@@ -126,7 +126,7 @@ class SqlSchedules:
         return moved.rowcount == 1
 
     async def record_fired(self, fired: ScheduleRun) -> bool:
-        async with self.db.write() as conn:
+        async with self.db.single_write() as conn:  # one statement
             inserted = await conn.execute(
                 self.db.insert_new(schedule_runs).values(
                     schedule_id=fired.schedule_id, tick=fired.tick, **_fired_row(fired)
@@ -135,7 +135,7 @@ class SqlSchedules:
         return inserted.rowcount == 1
 
     async def update_fired(self, fired: ScheduleRun, attempt: int) -> bool:
-        async with self.db.write() as conn:
+        async with self.db.single_write() as conn:  # one statement
             updated = await conn.execute(
                 update(schedule_runs)
                 .where(
@@ -156,7 +156,7 @@ class SqlSchedules:
         return [_fired(row) for row in await self.db.read(_FIRED_PAGE, page)]
 
     async def settle_done(self) -> int:
-        async with self.db.write() as conn:
+        async with self.db.single_write() as conn:  # one statement
             return (await conn.execute(_SETTLE_DONE)).rowcount
 
     async def unsettled_fired(self, before: float, limit: int) -> list[ScheduleRun]:

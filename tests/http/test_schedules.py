@@ -156,7 +156,7 @@ async def test_null_clears_what_can_be_cleared_and_absent_is_unchanged(database:
         empty = (await client.patch(path, json={"cron_expr": ""})).json()
         assert empty["cron_expr"] == "" and empty["next_run_at"] is None
 
-        for field in ("name", "endpoint", "payload", "timeout_seconds", "missed_ticks"):
+        for field in ("name", "endpoint", "method", "payload", "timeout_seconds", "missed_ticks"):
             refused = await client.patch(path, json={field: None})
             assert refused.status_code == 422, (field, refused.text)
             assert refused.json()["detail"].startswith(field), refused.json()
