@@ -5,7 +5,8 @@ PostgreSQL for a few minutes.
 
 On a throwaway PostgreSQL server it makes N schedules of a one-turn scripted agent (cron
 `* * * * *`, a new session per tick), then starts the server processes, each with its
-schedule loop (and the run queue), for the given minutes, and reads what they did: ticks
+schedule loop (and the run queue), for the given minutes (and one more, not counted, for
+their last ticks to fire however late), and reads what they did: ticks
 fired against ticks expected (every minute boundary while they served, for every
 schedule), runs made per tick (one: none twice), the fire delay (a tick's time to its run
 being made) and the start delay (to its execution starting, its RunStarted event, after
@@ -38,6 +39,7 @@ from runpoint.plugins.scripted import ScriptedModel
 from runpoint.seams.agent import Agent
 from runpoint.seams.model import ModelResponse
 
+DRAIN_SECONDS = 60.0  # served past the minutes measured: their last ticks fire meanwhile
 AGENTS = [Agent(id="reporter", model=ScriptedModel([ModelResponse(content="all well")]))]
 
 
@@ -124,7 +126,9 @@ def main() -> None:
         cpu_before, started = pgserver.cpu_seconds(postmaster), time.time()
         server_before = _children_cpu()
         children = [
-            subprocess.Popen([sys.executable, __file__, "--serve", database, str(seconds)])
+            subprocess.Popen(
+                [sys.executable, __file__, "--serve", database, str(seconds + DRAIN_SECONDS)]
+            )
             for _ in range(args.processes)
         ]
         for child in children:
@@ -132,8 +136,9 @@ def main() -> None:
         stopped = time.time()
         served = _children_cpu() - server_before  # the server processes'
         cpu = pgserver.cpu_seconds(postmaster) - cpu_before
-        # the ticks due while both served (a few seconds to start, and to stop)
-        figures = asyncio.run(read(database, started + 10, stopped - 10))
+        # the ticks of the minutes measured (after a few seconds to start): the processes
+        # serve on for a while, so that the last of them are fired however late
+        figures = asyncio.run(read(database, started + 10, started + seconds))
     figures |= {
         "processes": args.processes,
         "served_s": round(stopped - started, 1),
