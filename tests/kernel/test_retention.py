@@ -219,3 +219,32 @@ async def test_answered_keys_past_their_time_go_and_recent_ones_stay(database: s
         assert (await rp.sweeper.sweep()).keys == 1
         assert await create("recent") == recent, "a retry within the time replays"
         assert await create("old") != old, "a retry after it starts afresh"
+
+
+async def test_a_sweep_is_a_bounded_batch_in_transactions_the_storage_sizes(
+    database: str,
+) -> None:
+    async with Runpoint(
+        agents, database=database, retention=Retention(runs=0), sweep_batch=8
+    ) as rp:
+        made = [
+            await (
+                await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))
+            ).result()
+            for _ in range(11)
+        ]
+        storage, removals = rp.storage, []
+        remove_runs = storage.remove_runs
+
+        async def counted(run_ids: Sequence[str], *, dry_run: bool = False) -> Removed:
+            removals.append(len(run_ids))
+            return await remove_runs(run_ids, dry_run=dry_run)
+
+        storage.remove_runs = counted  # type: ignore[method-assign]
+        assert (await rp.sweeper.sweep()).runs == 8, "a batch at most"
+        size = storage.removals_per_transaction
+        assert removals == [min(size, 8 - n) for n in range(0, 8, size)]
+        assert (await rp.sweeper.sweep()).runs == 3, "the next sweep goes on"
+        for run in made:
+            with pytest.raises(NotFound):
+                await rp.get_run(run.run_id)
