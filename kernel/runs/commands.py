@@ -246,10 +246,13 @@ class Commands:
         )
 
     async def _fork_session(self, request: ForkSession, claim: KeyClaim | None) -> Session:
+        # its runs first, then the session: a removal (retention) that took its last run
+        # after the runs were read took the session too, and is seen there; the other way
+        # round, a session read before it and runs read after would make an empty fork
+        source_runs = await self.storage.list_runs(request.session_id)
         source = await self.sessions.get(request.session_id)
         if request.agent_id is not None and source.agent_id != request.agent_id:
             raise NotFound(f"session {request.session_id} not found for agent {request.agent_id}")
-        source_runs = await self.storage.list_runs(request.session_id)
         if busy := [r.run_id for r in source_runs if r.status in IN_FLIGHT]:
             raise Conflict(f"session {request.session_id} has runs in flight: {', '.join(busy)}")
         session = forked_session(source, source.event_seq)
