@@ -39,8 +39,16 @@ class _DryRun(Exception):
     """Raised to roll a dry run's transaction back."""
 
 
+# runs a removal takes (see `RetentionStore`): SQLite's write lock holds up every writer
+_PER_TRANSACTION = {"sqlite": 5, "postgresql": 50}
+
+
 class SqlRetention:
     db: Database
+
+    @property
+    def removals_per_transaction(self) -> int:
+        return _PER_TRANSACTION.get(self.db.dialect.name, 5)
 
     async def finished_runs(self, after: int, limit: int) -> tuple[list[Run], int]:
         rows = await self.db.read(_FINISHED_RUNS, {"after": after, "limit": limit})

@@ -161,8 +161,7 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_messages_in(len(ranges)), _range_values(ranges))
-        open_ = self.db.codec.open
-        return [open_(data, messages.name, "data", run_id, i) for run_id, i, data in rows]
+        return self.db.codec.open_rows(messages.name, "data", rows)
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         for s in reversed(segments):
@@ -181,11 +180,8 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
-        open_ = self.db.codec.open
-        found = [
-            _decode_checkpoint(open_(data, checkpoints.name, "data", run_id, i))
-            for run_id, i, data, _ in rows
-        ]
+        opened = self.db.codec.open_rows(checkpoints.name, "data", rows)
+        found = [_decode_checkpoint(d) for d in opened]
         for checkpoint, (*_, seq) in zip(found, rows, strict=True):
             checkpoint.event_seq = seq  # the row's, not the document's
         return found
