@@ -62,6 +62,11 @@ class PerRequest:
     read: Callable[[Request[Any, Any, Any]], object]
 
 
+# a given that is the names of the inputs the request carried (absent ones are None too):
+# a PATCH tells a field it leaves alone from one it sets to null
+SENT = object()
+
+
 def create_app(
     agents: Iterable[Agent],
     *,
@@ -119,7 +124,7 @@ def build(
     # what of the app's own state a handler may name: the run documents it keeps (each
     # app its own: two apps in a process may serve two databases), the document it serves
     served = reference.Served(reference.served(doc, open_=auth.is_open))
-    given: Given = {"documents": Documents(), "openapi_json": PerRequest(served)}
+    given: Given = {"documents": Documents(), "openapi_json": PerRequest(served), "sent": SENT}
     ops = operations(doc)
     ids = {op.operation_id for op in ops}
     if missing := sorted(ids - HANDLERS.keys()):
@@ -193,9 +198,13 @@ def _endpoint(rp: Runpoint, op: Operation, given: Given, keepalive: float) -> En
         )
 
     async def endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
-        known = {k: v.read(request) if isinstance(v, PerRequest) else v for k, v in state.items()}
+        values, sent = await inputs.read(request, op)
+        known = {
+            k: sent if v is SENT else v.read(request) if isinstance(v, PerRequest) else v
+            for k, v in state.items()
+        }
         try:
-            reply = await handler(rp, **known, **await inputs.read(request, op))
+            reply = await handler(rp, **known, **values)
         except RunpointError:
             raise
         except Exception as exc:  # the database's outage is no failure of the request

@@ -23,7 +23,11 @@ _BOOLEANS = {"true": True, "false": False}  # in any case (Python's str(False) i
 _STEP = re.compile(r"\.?(\w+)|\[(\d+)\]")  # of a path in msgspec's errors: tools[0].result
 
 
-async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]:
+async def read(
+    request: Request[Any, Any, Any], op: Operation
+) -> tuple[dict[str, Any], frozenset[str]]:
+    """The operation's inputs, absent ones at their defaults; and the names of those the
+    request carried."""
     body, body_is_text = await _body(request, op) if op.body_types else ({}, False)
     sources: dict[str, tuple[Mapping[str, Any], bool]] = {"body": (body, body_is_text)}
     raw = {}
@@ -39,7 +43,7 @@ async def read(request: Request[Any, Any, Any], op: Operation) -> dict[str, Any]
     except msgspec.ValidationError as exc:
         raise HttpError(422, "VALIDATION_ERROR", _readable(exc, raw)) from None
     result: dict[str, Any] = msgspec.to_builtins(inputs)  # nested objects as dicts too
-    return result
+    return result, frozenset(raw)
 
 
 def _text_source(request: Request[Any, Any, Any], location: str) -> Mapping[str, str]:

@@ -19,13 +19,16 @@ from . import catalog_wire, wire
 from .handlers import Reply, operation
 
 _PREFIX, _SUFFIX = "/agents/", "/runs"
-_NOT_FIELDS = ("rp", "schedule_id", "method")
+_NOT_FIELDS = ("rp", "schedule_id", "sent")
+# what a PATCH's null sets a field to: on demand, the default zone, no description
+_CLEARED: dict[str, Any] = {"cron_expr": "", "timezone": "UTC", "description": None}
 
 
 class Target(msgspec.Struct, omit_defaults=True):
     message: str
     session_id: str | None = None
     user_id: str | None = None
+    model: str | None = None
 
 
 class ScheduleOut(msgspec.Struct):
@@ -80,7 +83,7 @@ def schedule_out(s: Schedule) -> ScheduleOut:
         description=s.description,
         method="POST",
         endpoint=f"{_PREFIX}{s.agent_id}{_SUFFIX}",
-        payload=Target(s.message, s.session_id, s.user_id),
+        payload=Target(s.message, s.session_id, s.user_id, s.model),
         cron_expr=s.cron_expr,
         timezone=s.timezone,
         timeout_seconds=s.timeout_seconds,
@@ -122,16 +125,24 @@ def _agent_of(endpoint: str) -> str:
     return agent_id
 
 
-def _fields(given: dict[str, Any]) -> dict[str, Any]:
-    """The Schedule fields of a handler's arguments (those of the request given: not None;
-    `method` is POST, the one the document allows)."""
-    fields = {k: v for k, v in given.items() if v is not None and k not in _NOT_FIELDS}
+def _fields(given: dict[str, Any], sent: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The Schedule fields of a handler's arguments: those of the request given (a None
+    one was absent, or a null that, if `sent`, clears the field or is refused)."""
+    fields = {}
+    for name, value in given.items():
+        if name in _NOT_FIELDS or (value is None and name not in sent):
+            continue
+        if value is None and name not in _CLEARED:
+            raise InvalidArguments(f"{name}: cannot be cleared (null); leave it out to keep it")
+        fields[name] = _CLEARED[name] if value is None else value
+    fields.pop("method", None)  # POST, the one the document allows
     if (endpoint := fields.pop("endpoint", None)) is not None:
         fields["agent_id"] = _agent_of(endpoint)
     if (payload := fields.pop("payload", None)) is not None:
         target = msgspec.convert(payload, Target)  # validated against the document already
-        fields |= {"message": target.message, "session_id": target.session_id}
-        fields["user_id"] = target.user_id
+        if not target.message.strip():
+            raise InvalidArguments("payload.message: must not be blank")
+        fields |= {f: getattr(target, f) for f in Target.__struct_fields__}  # all of it
     if (missed := fields.pop("missed_ticks", None)) is not None:
         fields["missed"] = missed
     return fields
@@ -160,8 +171,6 @@ async def create_schedule(
     missed_ticks: Any,
 ) -> Reply:
     fields = _fields(locals())
-    if not fields.get("message", "").strip():
-        raise InvalidArguments("payload.message: must not be blank")
     made = await rp.schedules.create(Schedule(schedule_id=new_id(), **fields))
     body = wire.encode(schedule_out(made))
     return Response(body, status_code=201, media_type="application/json")
@@ -177,6 +186,7 @@ async def update_schedule(
     rp: Runpoint,
     *,
     schedule_id: str,
+    sent: frozenset[str],
     name: Any,
     cron_expr: Any,
     endpoint: Any,
@@ -189,7 +199,7 @@ async def update_schedule(
     retry_delay_seconds: Any,
     missed_ticks: Any,
 ) -> Reply:
-    fields = _fields(locals())
+    fields = _fields(locals(), sent)
     return schedule_out(await rp.schedules.update(schedule_id, fields))
 
 

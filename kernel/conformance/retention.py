@@ -217,6 +217,7 @@ async def finished_runs_are_read_a_batch_at_a_time(store: Storage) -> None:
         if not after:
             break
     assert len(found) == 3 == len(set(found)), "each finished run once, the paused one not"
+    assert store.removals_per_transaction >= 1, "the runs a sweep's removal may take"
 
 
 @check(RETENTION)

@@ -18,11 +18,16 @@ from croniter import croniter
 from runpoint.core.errors import InvalidArguments
 from runpoint.core.stamps import now
 from runpoint.core.tenancy import DEFAULT_TEAM
+from runpoint.core.types import RunStatus
 
 # what ticks missed while no server ran turn into: nothing, or one run for all of them
 Missed = Literal["skip", "run_once"]
 # how late a tick may still be fired under "skip" (a tick later than this was missed)
 GRACE_SECONDS = 60.0
+# the statuses of a fired run the loop waits on (and times out)
+UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
+# those of one nothing more is done to (a failed one may be retried)
+DONE = frozenset(RunStatus) - {*UNFINISHED, RunStatus.ERROR}
 
 
 class Schedule(msgspec.Struct, omit_defaults=True, kw_only=True):
@@ -34,6 +39,7 @@ class Schedule(msgspec.Struct, omit_defaults=True, kw_only=True):
     description: str | None = None
     session_id: str | None = None  # one fixed session; None: a new session per tick
     user_id: str | None = None
+    model: str | None = None  # every run it fires starts with this one; None: the agent's
     cron_expr: str = ""  # "": on demand (trigger only)
     timezone: str = "UTC"
     timeout_seconds: int = 3600
@@ -74,7 +80,8 @@ class ScheduleRun(msgspec.Struct, omit_defaults=True, kw_only=True):
     """A run a schedule fired, at its tick (a trigger's tick is the instant it came). One
     per (schedule_id, tick). `attempt` counts its executions: each retry continues the run
     from its last checkpoint and takes the next; `attempt_at` is when the last began.
-    Settled once nothing more is done to it (it ended, and no retry is left)."""
+    Settled once nothing more is done to it (it ended, and no retry is left); `deadline`
+    is when its attempt runs out of time (the loop looks at it then, or once it ended)."""
 
     schedule_id: str
     tick: float
@@ -86,3 +93,4 @@ class ScheduleRun(msgspec.Struct, omit_defaults=True, kw_only=True):
     fired_at: float = msgspec.field(default_factory=now)
     attempt_at: float = msgspec.field(default_factory=now)
     settled: bool = False
+    deadline: float | None = None  # None: look at it on every pass

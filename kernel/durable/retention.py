@@ -36,7 +36,6 @@ from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.retention")
 CLAIM_SCOPE, CLAIM_KEY = "runpoint", "retention-sweep"
-PER_TRANSACTION = 5  # runs a removal takes at most: a short hold on the database
 KEY_BATCH = 1000  # answered keys a transaction removes at most
 KEY_BATCHES = 20  # transactions of keys a sweep takes at most (20,000 a minute by default)
 
@@ -111,7 +110,7 @@ class Sweeper(Periodic):
             # and the older ones that were young when read are read again first
             self.after = 0
         removed = Removed()
-        for chunk in _chunks(expired):  # writers go on in between
+        for chunk in _chunks(expired, self.storage.removals_per_transaction):
             removed += await self.storage.remove_runs(chunk, dry_run=dry_run)
         gone = set(removed.run_ids)
         stale = []
@@ -170,15 +169,16 @@ class Sweeper(Periodic):
         return await self.sweep_in_turn()
 
 
-def _chunks(runs: list[Run]) -> list[list[str]]:
-    """The runs' ids in removals of about `PER_TRANSACTION` runs, a session's together (a
-    run goes only with the later runs of its session that follow it)."""
+def _chunks(runs: list[Run], size: int) -> list[list[str]]:
+    """The runs' ids in removals of about `size` runs (writers go on in between), a
+    session's together (a run goes only with the later runs of its session that follow
+    it)."""
     by_session: dict[str, list[str]] = {}
     for run in runs:
         by_session.setdefault(run.session_id, []).append(run.run_id)
     chunks: list[list[str]] = [[]]
     for ids in by_session.values():
-        if chunks[-1] and len(chunks[-1]) + len(ids) > PER_TRANSACTION:
+        if chunks[-1] and len(chunks[-1]) + len(ids) > size:
             chunks.append([])
         chunks[-1] += ids
     return [c for c in chunks if c]

@@ -1,8 +1,10 @@
 """The schedule loop: in every server process, firing each due tick exactly once across
 processes, and settling the runs fired (retries, timeouts).
 
-Every `every` seconds a process reads the schedules whose `next_run_at` has come and goes
-through the ticks that passed, in order: a current tick (one at most `GRACE_SECONDS`
+Every `every` seconds a process takes the schedules whose `next_run_at` has come, a batch
+at a time, each held for a while (`hold`, a lease's length) so that processes share a
+minute's ticks rather than each working through all of them, and goes through each one's
+ticks that passed, in order: a current tick (one at most `GRACE_SECONDS`
 late) fires; ticks later than that were missed while no server ran, and fire nothing under
 the schedule's `missed="skip"`, and one run, at the latest of them, under `"run_once"`.
 
@@ -16,14 +18,17 @@ run is recorded (once per tick), and the schedule moves on to its next tick by
 compare-and-set from the tick it read: each step is safe to repeat after a crash. A tick
 found late (no process moved the schedule on for longer than the grace) is checked
 against those records before it fires again: its key may have gone with the retention
-sweep (answered keys are kept a bounded time).
+sweep (answered keys are kept a bounded time). The hold only spares work: a process
+that dies holding a batch leaves it to the others once the hold runs out.
+
+Then the pass settles what was fired, reading only the records whose run ended or whose
+attempt ran out of time (`deadline`), not every run in flight on every pass.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Awaitable, Callable
 
 from runpoint.core.schedule import GRACE_SECONDS, Schedule, ScheduleRun
@@ -34,9 +39,10 @@ from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.schedules")
 SCHEDULE_SECONDS = 1.0  # between passes of the loop
-SCHEDULE_BATCH = 500  # due schedules (and unsettled runs) a pass reads at most
-MAX_MISSED = 100_000  # ticks counted at most when a schedule catches up
+SCHEDULE_BATCH = 500  # unsettled runs a pass reads at most
 AT_ONCE = 8  # schedules a pass fires (or runs it settles) at the same time
+TAKEN = 4 * AT_ONCE  # due schedules a pass takes at a time (and the others the rest)
+MAX_MISSED = 100_000  # ticks counted at most when a schedule catches up
 
 # fire a tick: its record, and whether this call fired it (not another process)
 Fire = Callable[[Schedule, float], Awaitable[tuple[ScheduleRun, bool]]]
@@ -54,6 +60,7 @@ class Scheduler(Periodic):
         settle: Settle,
         *,
         every: float = SCHEDULE_SECONDS,
+        hold: float = 30.0,
         batch: int = SCHEDULE_BATCH,
         clock: Callable[[], float] = now,
     ) -> None:
@@ -62,14 +69,13 @@ class Scheduler(Periodic):
         self.fire = fire
         self.settle = settle
         self.every = every
+        self.hold = hold
         self.batch = batch
         self.clock = clock  # tests drive a fast one
 
     async def run_due(self) -> int:
         """One pass: fire what is due, then settle the runs fired; the ticks fired."""
         at = self.clock()
-        due = await self.storage.due_schedules(at, self.batch)
-        random.shuffle(due)  # processes racing for one minute's ticks each start elsewhere
         going = asyncio.Semaphore(AT_ONCE)
 
         async def due_one(schedule: Schedule) -> int:
@@ -87,8 +93,12 @@ class Scheduler(Periodic):
                 except Exception:
                     log.exception("settling run %s of a schedule failed", record.run_id)
 
-        fired = sum(await asyncio.gather(*map(due_one, due)))
-        await asyncio.gather(*map(settle_one, await self.storage.unsettled_fired(self.batch)))
+        fired = 0
+        while due := await self.storage.claim_due(at, TAKEN, at + self.hold):
+            fired += sum(await asyncio.gather(*map(due_one, due)))
+        await self.storage.settle_done()  # in one statement: most runs just completed
+        unsettled = await self.storage.unsettled_fired(at, self.batch)
+        await asyncio.gather(*map(settle_one, unsettled))
         return fired
 
     async def _due(self, schedule: Schedule, at: float) -> int:

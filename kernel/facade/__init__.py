@@ -163,6 +163,7 @@ class Runpoint(RunsFacade, SessionsFacade):
             self.schedules.fire,
             self.schedules.settle,
             every=schedule_seconds,
+            hold=lease_seconds,
         )
         self._schedule = schedule
 

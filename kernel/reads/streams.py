@@ -14,7 +14,7 @@ import asyncio
 import bisect
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from runpoint.core.types import IN_FLIGHT, Run, RunEvent
 from runpoint.seams.storage import Storage
@@ -83,10 +83,18 @@ class _Tail:
 class Streams:
     """This process's followers of runs' event logs."""
 
-    def __init__(self, storage: Storage, poll_seconds: float) -> None:
+    def __init__(
+        self, storage: Storage, poll_seconds: float, joined: Callable[[str], None]
+    ) -> None:
+        """`joined(run_id)` is told of each run's first follower here."""
         self.storage = storage
         self.poll_seconds = poll_seconds
+        self._joined = joined
         self._tails: dict[str, _Tail] = {}
+
+    def following(self, run_id: str) -> bool:
+        """Whether the run has followers in this process."""
+        return run_id in self._tails
 
     def stored(self, run_id: str) -> None:
         """Events of the run were stored here: its followers read them now."""
@@ -130,6 +138,7 @@ class Streams:
                 tail = _Tail(self.storage, run, min(after, end), self.poll_seconds)
                 self._tails[run.run_id] = tail
                 tail.task = asyncio.create_task(self._read(tail), name=f"tail {run.run_id}")
+                self._joined(run.run_id)
         tail.followers += 1
         return tail
 

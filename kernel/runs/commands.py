@@ -41,13 +41,16 @@ from runpoint.sessions.lifecycle import fork_runs, forked_session
 
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
     """A new run of `agent_id` on `message`, in session `session_id` (made if it does not
-    exist, or a new one). With `background` it is PENDING until its first step."""
+    exist, or a new one), with `model` instead of the agent's if given. With `background`
+    it is PENDING until its first step."""
 
     agent_id: str
     message: str
     session_id: str | None = None
     user_id: str | None = None
     background: bool = False
+    # unset, not None: left out of the fingerprint, so keys claimed before it existed match
+    model: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class ForkSession(msgspec.Struct, frozen=True, kw_only=True):
@@ -67,6 +70,7 @@ class Commands:
         busy_timeout: float,
     ) -> None:
         self.storage = context.storage
+        self.host = context.host
         self.leases = context.leases
         self.queries = context.queries
         self.sessions = context.sessions
@@ -93,6 +97,8 @@ class Commands:
         agent = self.queries.agent(request.agent_id)
         if not request.message.strip():
             raise InvalidRequest("message must not be empty")
+        if request.model:
+            self.host.model(request.model)  # unknown providers fail here, before any write
         incoming = [Message(role="user", content=request.message)]
         joined = await self._joined_session(request)
         session = joined or Session(
@@ -140,7 +146,7 @@ class Commands:
             team_id=session.team_id,
             user_id=request.user_id or session.user_id,
             input=request.message,
-            model=agent.model_name,
+            model=request.model or agent.model_name,
             policy=agent.checkpoint,
             segments=[Segment(run_id, 0)],
             message_count=1,  # its input
@@ -240,10 +246,13 @@ class Commands:
         )
 
     async def _fork_session(self, request: ForkSession, claim: KeyClaim | None) -> Session:
+        # its runs first, then the session: a removal (retention) that took its last run
+        # after the runs were read took the session too, and is seen there; the other way
+        # round, a session read before it and runs read after would make an empty fork
+        source_runs = await self.storage.list_runs(request.session_id)
         source = await self.sessions.get(request.session_id)
         if request.agent_id is not None and source.agent_id != request.agent_id:
             raise NotFound(f"session {request.session_id} not found for agent {request.agent_id}")
-        source_runs = await self.storage.list_runs(request.session_id)
         if busy := [r.run_id for r in source_runs if r.status in IN_FLIGHT]:
             raise Conflict(f"session {request.session_id} has runs in flight: {', '.join(busy)}")
         session = forked_session(source, source.event_seq)

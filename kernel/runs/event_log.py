@@ -8,10 +8,10 @@ commit), so a burst of text deltas costs a few writes, and a lone event one. A b
 (`writing`) takes the waiting events into its own transaction: the events that say a run
 stopped are stored with the status that says so.
 
-An execution nobody streams holds a lone event up to `hold` seconds first: a model turn
-that answers sooner (and the tool batch after it) reaches its boundary by then, and the
-boundary's write takes the event; a turn's events cost no write of their own. Nothing waits
-for a held event, the run least of all: a follower sees it that much later.
+An event of a run nobody follows in this process waits for company up to `LINGER`, the
+interval at which a follower elsewhere looks at the log anyway: a model turn shorter than
+that costs one write (its boundary's) rather than three, and such a follower sees its
+events at most one look later. A follower here gets each event as soon as it comes.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from runpoint.durable.outages import Outlast
 from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.events")
+LINGER = 0.05  # seconds; a follower in another process looks again every 0.05 s
 
 
 class EventLog:
@@ -36,12 +37,12 @@ class EventLog:
         last_seq: int,
         stored: Callable[[], None],
         outlast: Outlast,
-        hold: float = 0.0,
+        followed: Callable[[], bool] = lambda: True,
     ) -> None:
         """The events of `run` (the execution's own `Run`, whose revision its writes
         follow) from `last_seq` + 1 on; `stored` is called after each write, and each is
-        retried through an outage by `outlast`; `hold`: seconds a lone event waits for a
-        boundary to take it."""
+        retried through an outage by `outlast`; `followed` says whether a follower in this
+        process waits for them (if not, they linger)."""
         self.storage = storage
         self.outlast = outlast
         self.run = run
@@ -51,21 +52,15 @@ class EventLog:
         # one write at a time, boundaries included: each goes at the run's revision
         self._writing = asyncio.Lock()
         self._flush: asyncio.Task[None] | None = None
-        self.hold = hold
-        self._held: asyncio.TimerHandle | None = None
+        self._followed = followed
+        self._company = asyncio.Event()  # a boundary took the waiting events, or the end
+        self._taken = 0  # boundaries that took waiting events
+        self._closing = False
 
     def add(self, event: RunEvent) -> None:
         self.last_seq += 1
         event.seq = self.last_seq
         self._waiting.append(event)
-        if self._flush is None and self._held is None:
-            if self.hold:
-                self._held = asyncio.get_running_loop().call_later(self.hold, self._write)
-            else:
-                self._write()
-
-    def _write(self) -> None:
-        self._held = None
         if self._flush is None:
             self._flush = asyncio.create_task(self._write_waiting(), name="event log")
 
@@ -75,24 +70,33 @@ class EventLog:
         dropped if it fails (nobody saw them; they told of a write that did not happen)."""
         async with self._writing:
             events, self._waiting = self._waiting, []
-            if self._held is not None:  # taken here: nothing is left to write
-                self._held.cancel()
-                self._held = None
+            self._taken += 1
+            self._company.set()
             yield events
         if events:
             self._stored()
 
+    def hurry(self) -> None:
+        """A follower here came: what waits is written now, and what comes, as it comes."""
+        self._company.set()
+
     async def close(self) -> None:
         """Write what waits (the execution is over)."""
-        if self._held is not None:
-            self._held.cancel()
-            self._write()
+        self._closing = True
+        self._company.set()
         while (flush := self._flush) is not None:
             await flush
 
     async def _write_waiting(self) -> None:
         try:
             while self._waiting:
+                if not self._closing and not self._followed():
+                    taken = self._taken
+                    self._company.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._company.wait(), LINGER)
+                    if self._taken != taken:
+                        continue  # a boundary took them: those that came since wait anew
                 async with self._writing:
                     events, self._waiting = self._waiting, []
                     if not events:

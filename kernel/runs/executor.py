@@ -26,9 +26,6 @@ from runpoint.seams.model import Model
 from runpoint.seams.runqueue import Measured, QueuedRun, RunQueue
 
 POLL_SECONDS = 0.05  # how often a request waiting on another run's progress looks again
-# how long an execution nobody streams holds a lone event for its next boundary (see
-# `EventLog`): a model turn that answers within it writes once, not twice
-UNWATCHED_HOLD = 0.05
 
 
 class RunHandle:
@@ -76,7 +73,7 @@ class Executor:
         self.queue = queue
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
-        self.streams = Streams(context.storage, POLL_SECONDS)
+        self.streams = Streams(context.storage, POLL_SECONDS, self._joined)
 
     async def open(
         self,
@@ -129,6 +126,11 @@ class Executor:
         if self._queued(background, stream):
             return await self._enqueue(run, incoming)
         return await self._start(agent, run, incoming, stream, resumed=resumed, born=not resumed)
+
+    def _joined(self, run_id: str) -> None:
+        """A follower here joined the run: what its events linger for, they wait no more."""
+        if (execution := self._active.get(run_id)) is not None:
+            execution.events.hurry()
 
     def refuse_active(self, run: Run) -> None:
         """Conflict if this process is executing the run."""
@@ -192,7 +194,7 @@ class Executor:
             last_seq,
             lambda: self.streams.stored(run.run_id),
             outlast,
-            hold=0.0 if stream else UNWATCHED_HOLD,
+            lambda: stream or self.streams.following(run.run_id),
         )
         execution = Execution(
             agent=agent,

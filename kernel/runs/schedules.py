@@ -11,15 +11,13 @@ from typing import Any
 import msgspec
 
 from runpoint.core import tenancy
-from runpoint.core.errors import Conflict, InvalidArguments, NotFound
-from runpoint.core.schedule import Schedule, ScheduleRun, checked
+from runpoint.core.errors import ConfigurationError, Conflict, InvalidArguments, NotFound
+from runpoint.core.schedule import UNFINISHED, Schedule, ScheduleRun, checked
 from runpoint.core.types import RunStatus, new_id, now
 from runpoint.runs.commands import Commands, CreateRun
 from runpoint.runs.continuation import ContinueRun
 from runpoint.seams.host import PluginHost
 from runpoint.seams.storage import Storage
-
-UNFINISHED = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
 
 
 class Schedules:
@@ -43,6 +41,7 @@ class Schedules:
     async def create(self, schedule: Schedule) -> Schedule:
         """Store a new schedule of the caller's team, armed for its first tick."""
         self._known_agent(schedule.agent_id)
+        self._known_model(schedule.model)
         made = msgspec.structs.replace(
             checked(schedule), team_id=tenancy.current().team, created_at=self.clock()
         ).armed(self.clock())
@@ -67,6 +66,8 @@ class Schedules:
             return schedule
         if "agent_id" in changes:
             self._known_agent(changes["agent_id"])
+        if "model" in changes:
+            self._known_model(changes["model"])
         changed = checked(msgspec.structs.replace(schedule, **changes))
         rearm = {"cron_expr", "timezone", "enabled"} & changes.keys()
         at = self.clock()
@@ -115,11 +116,15 @@ class Schedules:
             session_id=schedule.session_id,
             user_id=schedule.user_id,
             background=True,
+            model=schedule.model or msgspec.UNSET,
         )
         principal = tenancy.Principal(schedule.team_id, schedule.user_id)
         with tenancy.acting_as(principal):
-            run = (await self.commands.create_run(request, idempotency_key=key)).run
-        if (known := await self.storage.get_fired(schedule.schedule_id, run.run_id)) is not None:
+            handle = await self.commands.create_run(request, idempotency_key=key)
+        run = handle.run
+        # an answer replayed: another call made the run, and may have recorded it
+        known = handle.replayed and await self.storage.get_fired(schedule.schedule_id, run.run_id)
+        if known:
             return known, False
         fired = ScheduleRun(
             schedule_id=schedule.schedule_id,
@@ -131,6 +136,7 @@ class Schedules:
             trigger="cron" if tick is not None else "manual",
             fired_at=run.created_at,
             attempt_at=run.created_at,
+            deadline=run.created_at + schedule.timeout_seconds,
         )
         return fired, await self.storage.record_fired(fired)
 
@@ -150,7 +156,12 @@ class Schedules:
             if run.status is RunStatus.ERROR and fired.attempt <= schedule.max_retries:
                 if at < run.updated_at + schedule.retry_delay_seconds:
                     return
-                retry = msgspec.structs.replace(fired, attempt=fired.attempt + 1, attempt_at=at)
+                retry = msgspec.structs.replace(
+                    fired,
+                    attempt=fired.attempt + 1,
+                    attempt_at=at,
+                    deadline=at + schedule.timeout_seconds,
+                )
                 if await self.storage.update_fired(retry, fired.attempt):  # one retrier
                     request = ContinueRun(run_id=run.run_id, background=True)
                     key = f"schedule {fired.schedule_id} {fired.tick!r} attempt {retry.attempt}"
@@ -163,3 +174,11 @@ class Schedules:
     def _known_agent(self, agent_id: str) -> None:
         if agent_id not in self.agents:
             raise InvalidArguments(f"endpoint: this server has no agent {agent_id!r}")
+
+    def _known_model(self, model: str | None) -> None:
+        if model is None:
+            return
+        try:
+            self.host.model(model)
+        except ConfigurationError as exc:
+            raise InvalidArguments(f"payload.model: {exc}") from None

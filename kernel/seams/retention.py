@@ -116,6 +116,12 @@ class RetentionStore(Protocol):
     one transaction (a removal killed midway removes nothing); with `dry_run` it writes
     nothing and says what it would have removed."""
 
+    @property
+    def removals_per_transaction(self) -> int:
+        """Runs a sweep's removal takes at most: few where a write transaction holds up
+        every other writer (SQLite's one lock), more where it holds only the rows it
+        removes, which nobody writes (PostgreSQL): each transaction costs round trips."""
+
     async def finished_runs(self, after: int, limit: int) -> tuple[list[Run], int]:
         """Finished runs (COMPLETED, ERROR, CANCELLED), hidden or not, in insertion order
         from just past the position `after` (0: from the first), `limit` at most; and the

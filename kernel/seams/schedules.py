@@ -27,13 +27,15 @@ class ScheduleStore(Protocol):
     async def delete_schedule(self, schedule_id: str) -> bool:
         """Delete the schedule and its records (not its runs); False if unknown."""
 
-    async def due_schedules(self, before: float, limit: int) -> list[Schedule]:
-        """Enabled schedules whose `next_run_at` is at or before `before`, earliest first,
-        `limit` at most."""
+    async def claim_due(self, before: float, limit: int, until: float) -> list[Schedule]:
+        """Take the enabled schedules whose `next_run_at` is at or before `before` and
+        that no caller holds past `before`, earliest first, `limit` at most: each is held
+        until `until` (or until it is moved on), and concurrent callers get none in
+        common. (An optimisation: a tick's key, not this hold, makes it fire once.)"""
 
     async def advance_schedule(self, schedule_id: str, tick: float, to: float | None) -> bool:
-        """Set `next_run_at` to `to` if it is still `tick` (one mover per tick); False
-        (nothing written) otherwise."""
+        """Set `next_run_at` to `to` if it is still `tick` (one mover per tick), and let
+        go of its hold; False (nothing written) otherwise."""
 
     async def record_fired(self, fired: ScheduleRun) -> bool:
         """Insert the record of a fired run unless its (schedule_id, tick) has one: True
@@ -49,6 +51,11 @@ class ScheduleStore(Protocol):
     async def list_fired(self, schedule_id: str, *, limit: int, offset: int) -> list[ScheduleRun]:
         """The schedule's records, newest tick first."""
 
-    async def unsettled_fired(self, limit: int) -> list[ScheduleRun]:
-        """Records not settled yet (their run may still need a retry or a timeout), oldest
+    async def settle_done(self) -> int:
+        """Mark settled, at once, the records whose run is done (its status in `DONE`) or
+        gone: nothing more is done to them. How many."""
+
+    async def unsettled_fired(self, before: float, limit: int) -> list[ScheduleRun]:
+        """Records not settled yet that need a look (a retry or a timeout, perhaps): their
+        run has ended or is gone, or their `deadline` is at or before `before`; oldest
         attempt first, `limit` at most."""

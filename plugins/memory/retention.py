@@ -17,6 +17,8 @@ _encode = msgspec.json.encode
 
 
 class MemoryRetention(Tables):
+    removals_per_transaction = 50  # a removal holds up nothing but itself
+
     async def finished_runs(self, after: int, limit: int) -> tuple[list[Run], int]:
         found = [
             (seq, run)

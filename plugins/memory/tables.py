@@ -81,6 +81,7 @@ class Tables:
         self._approvals: dict[str, Approval] = {}
         self._schedules: dict[str, Schedule] = {}
         self._fired: dict[tuple[str, float], ScheduleRun] = {}  # by (schedule_id, tick)
+        self._holds: dict[str, float] = {}  # schedule_id: until when a pass holds it
         self._seq = itertools.count(1)
 
     async def open(self) -> None:

@@ -24,21 +24,28 @@ class SqlIdempotencyKeys:
     ) -> tuple[str, str | None] | None:
         held = {"fingerprint": fingerprint, "owner": claim.owner, "expires_at": until}
         row = {"scope": claim.scope, "key": claim.key, "created_at": now()} | held
-        async with self.db.write() as conn:
-            claimed = await conn.execute(self.db.insert_new(keys).values(row))
-            if claimed.rowcount == 1:
-                return None
-            ran_out = or_(keys.c.expires_at.is_(None), keys.c.expires_at < now())
-            taken_over = await conn.execute(
-                update(keys).where(_unanswered(claim), ran_out).values(held)
-            )
-            if taken_over.rowcount == 1:
-                return None
-            standing = (
-                await conn.execute(select(keys.c.fingerprint, keys.c.response).where(_key(claim)))
-            ).one()
-        answer = standing.response
-        return standing.fingerprint, None if answer is None else _decode_answer(answer)
+        claim_it = self.db.insert_new(keys).values(row)
+        async with self.db.single_write() as conn:  # a new key, mostly: one statement
+            claimed = await conn.execute(claim_it)
+        while claimed.rowcount != 1:
+            async with self.db.write() as conn:
+                ran_out = or_(keys.c.expires_at.is_(None), keys.c.expires_at < now())
+                taken_over = await conn.execute(
+                    update(keys).where(_unanswered(claim), ran_out).values(held)
+                )
+                if taken_over.rowcount == 1:
+                    return None
+                standing = (
+                    await conn.execute(
+                        select(keys.c.fingerprint, keys.c.response).where(_key(claim))
+                    )
+                ).one_or_none()
+                if standing is None:  # released since it was found: claim it afresh
+                    claimed = await conn.execute(claim_it)
+                    continue
+            answer = standing.response
+            return standing.fingerprint, None if answer is None else _decode_answer(answer)
+        return None
 
     async def renew_key(self, claim: KeyClaim, until: float) -> None:
         async with self.db.write() as conn:

@@ -18,6 +18,7 @@ from runpoint.plugins.sql.erase import (
     erase,
     read_ranges,
 )
+from runpoint.plugins.sql.events import inline_checkpoints
 from runpoint.plugins.sql.locks import lock_session
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, readable_runs
 from runpoint.plugins.sql.schema import checkpoints, run_events, runs, sessions
@@ -38,8 +39,16 @@ class _DryRun(Exception):
     """Raised to roll a dry run's transaction back."""
 
 
+# runs a removal takes (see `RetentionStore`): SQLite's write lock holds up every writer
+_PER_TRANSACTION = {"sqlite": 5, "postgresql": 50}
+
+
 class SqlRetention:
     db: Database
+
+    @property
+    def removals_per_transaction(self) -> int:
+        return _PER_TRANSACTION.get(self.db.dialect.name, 5)
 
     async def finished_runs(self, after: int, limit: int) -> tuple[list[Run], int]:
         rows = await self.db.read(_FINISHED_RUNS, {"after": after, "limit": limit})
@@ -96,6 +105,7 @@ class SqlRetention:
                 m for m in marks if m not in kept and not any(lo < m <= hi for lo, hi in read)
             ]
             if doomed:
+                await inline_checkpoints(conn, self.db.codec, run_id, doomed)
                 removed.checkpoints, removed.size = await delete_rows(
                     conn, checkpoints, (c.run_id == run_id) & c.message_index.in_(doomed)
                 )

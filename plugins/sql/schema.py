@@ -219,6 +219,8 @@ schedules = Table(
     Column("enabled", Boolean, nullable=False),
     Column("next_run_at", Float),
     Column("data", LargeBinary, nullable=False),
+    # until when a process has taken it to fire its due ticks (migration 0022)
+    Column("claimed_until", Float),
     Index("ix_schedules_team_created", "team_id", "created_at"),
     Index("ix_schedules_next_run_at", "next_run_at"),
 )
@@ -234,6 +236,7 @@ schedule_runs = Table(
     Column("attempt_at", Float, nullable=False),
     Column("settled", Boolean, nullable=False),
     Column("data", LargeBinary, nullable=False),
+    Column("deadline", Float),  # its attempt's timeout (migration 0022)
     # partial (PostgreSQL's too: see PARTIAL_INDEXES)
     UNSETTLED := Index(
         "ix_schedule_runs_unsettled", "attempt_at", sqlite_where=text("NOT settled")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable, Iterable
-from typing import NamedTuple, TypeVar
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
 from runpoint.core.errors import Unreadable
 from runpoint.core.keyring import MAGIC, Keyring, Unopened, key_id_of
@@ -52,6 +52,14 @@ SEALED = (
     SealedColumns(approvals.name, ("id",), ("data",)),  # the paused calls' arguments
     SealedColumns(schedules.name, ("schedule_id",), ("data",)),  # the message of its runs
 )
+_KEY_LENGTH = {s.table: len(s.key) for s in SEALED}
+
+# The opened documents a codec keeps (`Codec.open_rows`), each counted as its bytes, its
+# ciphertext's and ENTRY's (the key, the tuples, the dict's slot, the objects' headers:
+# about 350 on CPython 3.11): up to OPENED_ENTRY each, OPENED_BYTES in all.
+OPENED_ENTRY = 64 * 1024
+OPENED_BYTES = 32 * 1024 * 1024
+ENTRY = 400
 
 
 def aad(table: str, column: str, key: tuple[object, ...]) -> bytes:
@@ -66,6 +74,30 @@ class Codec:
         self.keyring = keyring
         self.clear_ok = False  # `runpoint db encrypt` is under way: rows in the clear serve
         self.failures = 0  # rows refused since start (see /metrics)
+        self.opened = Opened()
+
+    def open_rows(self, table: str, column: str, rows: Iterable[Sequence[Any]]) -> list[bytes]:
+        """The documents of rows that each start with their key (as `SEALED` names it for
+        `table`), then the stored document: as `open` gives them, but those opened from
+        the very same ciphertext on the same row before are not opened again. A transcript
+        is read whole, often (its checkpoints at each timeline read, a fork its source's
+        rows too), and one AES-GCM open costs more than decoding a small row."""
+        n = _KEY_LENGTH[table]
+        if self.keyring is None:
+            return [self.open(row[n], table, column, *row[:n]) for row in rows]
+        kept = self.opened.get
+        return [
+            hit[1]
+            if (hit := kept(key := (table, column, *row[:n]))) is not None and hit[0] == row[n]
+            else self._open_kept(row[n], key)
+            for row in rows
+        ]
+
+    def _open_kept(self, stored: bytes, key: tuple[Any, ...]) -> bytes:
+        document = self.open(stored, *key)
+        if document is not stored:  # opened, not a row in the clear let through
+            self.opened.keep(key, stored, document)  # in place of the row's last, if any
+        return document
 
     def seal(self, document: bytes, table: str, column: str, *key: object) -> bytes:
         if self.keyring is None:
@@ -89,6 +121,29 @@ class Codec:
         row = f"{table}({', '.join(map(str, key))}).{column}"
         log.error("stored row %s cannot be read: %s", row, why)
         return Unreadable(row, why)
+
+
+class Opened(dict[tuple[object, ...], tuple[bytes, bytes]]):
+    """Opened documents by (table, column, *row key): each with the ciphertext it opened
+    from, so an altered or swapped row misses (and fails to open). Bounded in bytes: once
+    full, it starts over. A document it holds was authenticated from exactly the
+    ciphertext a hit compares, so a hit is what opening that again would give while the
+    key that opened it is held: clear it when a key stops opening documents."""
+
+    size = 0
+
+    def keep(self, key: tuple[object, ...], stored: bytes, document: bytes) -> None:
+        cost = len(stored) + len(document) + ENTRY
+        if cost > OPENED_ENTRY:
+            return
+        if self.size + cost > OPENED_BYTES:
+            self.clear()
+        self[key] = (stored, document)
+        self.size += cost
+
+    def clear(self) -> None:
+        super().clear()
+        self.size = 0
 
 
 def readable(rows: Iterable[Row], decode: Callable[[Row], Decoded]) -> list[Decoded]:

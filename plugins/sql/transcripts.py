@@ -24,7 +24,7 @@ from runpoint.core.types import (
 )
 from runpoint.plugins.sql.database import NO_END, Database, Save
 from runpoint.plugins.sql.documents import document
-from runpoint.plugins.sql.events import event_rows
+from runpoint.plugins.sql.events import Written, event_rows
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
 from runpoint.plugins.sql.schema import checkpoints, messages, runs, tool_calls
@@ -60,23 +60,19 @@ def encoded_save(
     events: Sequence[RunEvent] = (),
 ) -> Save:
     """What `save` writes, encoded (and sealed, with a keyring)."""
-    indexes = transcript.own_indexes(run, len(new_messages))
+    indexed = list(zip(transcript.own_indexes(run, len(new_messages)), new_messages, strict=True))
     seal, run_id = codec.seal, run.run_id
+    mark = None if checkpoint is None else (checkpoint.message_index, document(checkpoint))
     return Save(
         run,
         state_document(run, codec),
-        [
-            (i, m.role, seal(document(m), messages.name, "data", run_id, i))
-            for i, m in zip(indexes, new_messages, strict=True)
-        ],
+        [(i, m.role, seal(document(m), messages.name, "data", run_id, i)) for i, m in indexed],
         None
-        if checkpoint is None
-        else (
-            checkpoint.message_index,
-            seal(document(checkpoint), checkpoints.name, "data", run_id, checkpoint.message_index),
-        ),
+        if mark is None
+        else (mark[0], seal(mark[1], checkpoints.name, "data", run_id, mark[0])),
         intents,
-        event_rows(run_id, events, codec),
+        # what the events repeat of these rows is kept in the rows alone
+        event_rows(run_id, events, codec, Written(indexed, mark)),
     )
 
 
@@ -165,8 +161,7 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_messages_in(len(ranges)), _range_values(ranges))
-        open_ = self.db.codec.open
-        return [open_(data, messages.name, "data", run_id, i) for run_id, i, data in rows]
+        return self.db.codec.open_rows(messages.name, "data", rows)
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         for s in reversed(segments):
@@ -185,11 +180,8 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
-        open_ = self.db.codec.open
-        found = [
-            _decode_checkpoint(open_(data, checkpoints.name, "data", run_id, i))
-            for run_id, i, data, _ in rows
-        ]
+        opened = self.db.codec.open_rows(checkpoints.name, "data", rows)
+        found = [_decode_checkpoint(d) for d in opened]
         for checkpoint, (*_, seq) in zip(found, rows, strict=True):
             checkpoint.event_seq = seq  # the row's, not the document's
         return found

@@ -95,3 +95,69 @@ async def test_bad_schedules_are_422s_naming_the_field(database: str) -> None:
             answer = await client.post("/schedules", json=BODY | change)
             assert answer.status_code == 422, (change, answer.text)
             assert field in answer.json()["detail"], answer.json()
+
+
+async def _settled(client: AsyncTestClient[Any], path: str) -> None:
+    async with asyncio.timeout(20):
+        while (await client.get(path)).json()["status"] != "COMPLETED":  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
+
+
+async def test_a_model_override_starts_every_fired_run_and_is_recorded(database: str) -> None:
+    async with AsyncTestClient(create_app(agents, database=database)) as client:
+        body = BODY | {"payload": {"message": "Paris", "model": "scripted:echo"}}
+        schedule = (await client.post("/schedules", json=body)).json()
+        assert schedule["payload"]["model"] == "scripted:echo"
+        sid = schedule["id"]
+        fired = (await client.post(f"/schedules/{sid}/trigger")).json()
+        await _settled(client, f"/schedules/{sid}/runs/{fired['run_id']}")
+        run_path = f"/agents/travel-agent/runs/{fired['run_id']}"
+        run = (await client.get(run_path, params={"session_id": fired["session_id"]})).json()
+        assert run["model"] == "scripted:echo" and run["content"] == "Paris"  # echo's answer
+
+        # a payload without one clears it: the agent's model again
+        cleared = await client.patch(f"/schedules/{sid}", json={"payload": {"message": "Oslo"}})
+        assert "model" not in cleared.json()["payload"], cleared.text
+        fired = (await client.post(f"/schedules/{sid}/trigger")).json()
+        await _settled(client, f"/schedules/{sid}/runs/{fired['run_id']}")
+        run_path = f"/agents/travel-agent/runs/{fired['run_id']}"
+        run = (await client.get(run_path, params={"session_id": fired["session_id"]})).json()
+        assert run["model"] == "scripted:demo"
+
+        for bad in ("nobody:gpt", "no-colon"):
+            payload = {"message": "Paris", "model": bad}
+            for answer in (
+                await client.post("/schedules", json=BODY | {"payload": payload}),
+                await client.patch(f"/schedules/{sid}", json={"payload": payload}),
+            ):
+                assert answer.status_code == 422, answer.text
+                assert answer.json()["detail"].startswith("payload.model"), answer.json()
+
+
+async def test_null_clears_what_can_be_cleared_and_absent_is_unchanged(database: str) -> None:
+    async with AsyncTestClient(create_app(agents, database=database)) as client:
+        payload = {"message": "Paris", "model": "scripted:echo"}
+        body = BODY | {"description": "hourly", "payload": payload}
+        made = (await client.post("/schedules", json=body)).json()
+        path = f"/schedules/{made['id']}"
+        kept = (await client.patch(path, json={"max_retries": 2})).json()
+        assert kept == made | {"max_retries": 2, "updated_at": kept["updated_at"]}
+
+        cleared = await client.patch(
+            path, json={"cron_expr": None, "timezone": None, "description": None}
+        )
+        assert cleared.status_code == 200, cleared.text
+        got = cleared.json()
+        assert got["cron_expr"] == "" and got["next_run_at"] is None  # on demand
+        assert got["timezone"] == "UTC" and got["description"] is None
+        assert got["payload"] == body["payload"] and got["max_retries"] == 2
+        again = (await client.patch(path, json={"cron_expr": "0 * * * *"})).json()
+        assert again["next_run_at"] % 3600 == 0
+        empty = (await client.patch(path, json={"cron_expr": ""})).json()
+        assert empty["cron_expr"] == "" and empty["next_run_at"] is None
+
+        for field in ("name", "endpoint", "method", "payload", "timeout_seconds", "missed_ticks"):
+            refused = await client.patch(path, json={field: None})
+            assert refused.status_code == 422, (field, refused.text)
+            assert refused.json()["detail"].startswith(field), refused.json()
+        assert (await client.get(path)).json() == empty

@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from runpoint import hookimpl
 from runpoint.core.errors import NotFound
-from runpoint.core.types import RunStatus, Timing
+from runpoint.core.types import RunStatus, Timing, now
 from runpoint.facade import Branch, ContinueRun, CreateRun, FanOut, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.memory import MemoryStorage
@@ -32,6 +32,12 @@ async def rp(database: str) -> AsyncIterator[Runpoint]:
     runpoint = await Runpoint(agents, database=database, retention=Retention(runs=AGE)).open()
     yield runpoint
     await runpoint.close()
+
+
+def sweeping_before(rp: Runpoint, moment: float) -> None:
+    """The sweeps remove the runs that finished before `moment`, not those made after it,
+    however long the machine took to make and read them (a loaded one takes seconds)."""
+    rp.sweeper.server = Retention(runs=now() - moment)
 
 
 async def reads(rp: Runpoint, run_ids: Sequence[str]) -> bytes:
@@ -52,10 +58,12 @@ async def test_a_source_goes_and_its_forks_read_byte_for_byte(rp: Runpoint) -> N
         await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos"))
     ).result()
     await asyncio.sleep(AGE + 0.1)
+    moment = now()
     fork = await (
         await rp.continue_run(ContinueRun(run_id=source.run_id, continue_from=3, input="Paris"))
     ).result()
     before = await reads(rp, [fork.run_id])
+    sweeping_before(rp, moment)
     removed = await rp.sweeper.sweep_all()
     assert removed.run_ids == [source.run_id] and removed.sessions == 0
     assert removed.messages > 0 and removed.checkpoints > 0, "its tail, which no fork reads"
@@ -64,13 +72,16 @@ async def test_a_source_goes_and_its_forks_read_byte_for_byte(rp: Runpoint) -> N
         await rp.get_run(source.run_id)
     # a session fork of what is left; then retention takes the whole source session
     await asyncio.sleep(AGE + 0.1)
+    moment = now()
     copy = await rp.fork_session(ForkSession(session_id=fork.session_id))
     [copied] = await rp.list_runs(copy.session_id)
     before = await reads(rp, [copied.run_id])
+    sweeping_before(rp, moment)
     removed = await rp.sweeper.sweep_all()
     assert removed.run_ids == [fork.run_id] and removed.sessions == 1
     assert await reads(rp, [copied.run_id]) == before
     await asyncio.sleep(AGE + 0.1)
+    sweeping_before(rp, now())
     assert (await rp.sweeper.sweep_all()).run_ids == [copied.run_id]
     assert await rp.list_sessions() == []
     assert await stored(rp) == 0, "what the forks read went with the last of them"
@@ -81,6 +92,7 @@ async def test_a_source_goes_under_an_edit_fork_and_fan_out_branches(rp: Runpoin
         await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos"))
     ).result()
     await asyncio.sleep(AGE + 0.1)
+    moment = now()
     paris = (await rp.get_run(source.run_id)).tools[0]
     edit = ReplaceToolResult(paris.tool_call_id, "99M")
     edited = await (
@@ -90,6 +102,7 @@ async def test_a_source_goes_under_an_edit_fork_and_fan_out_branches(rp: Runpoin
     fanned = await rp.fan_out(FanOut(run_id=source.run_id, continue_from=3, branches=branches))
     readers = [edited.run_id, *[(await h.result()).run_id for h in fanned]]
     before = await reads(rp, readers)
+    sweeping_before(rp, moment)
     removed = await rp.sweeper.sweep_all()
     assert removed.run_ids == [source.run_id]
     assert await reads(rp, readers) == before
@@ -219,3 +232,32 @@ async def test_answered_keys_past_their_time_go_and_recent_ones_stay(database: s
         assert (await rp.sweeper.sweep()).keys == 1
         assert await create("recent") == recent, "a retry within the time replays"
         assert await create("old") != old, "a retry after it starts afresh"
+
+
+async def test_a_sweep_is_a_bounded_batch_in_transactions_the_storage_sizes(
+    database: str,
+) -> None:
+    async with Runpoint(
+        agents, database=database, retention=Retention(runs=0), sweep_batch=8
+    ) as rp:
+        made = [
+            await (
+                await rp.create_run(CreateRun(agent_id="travel-agent", message="Paris"))
+            ).result()
+            for _ in range(11)
+        ]
+        storage, removals = rp.storage, []
+        remove_runs = storage.remove_runs
+
+        async def counted(run_ids: Sequence[str], *, dry_run: bool = False) -> Removed:
+            removals.append(len(run_ids))
+            return await remove_runs(run_ids, dry_run=dry_run)
+
+        storage.remove_runs = counted  # type: ignore[method-assign]
+        assert (await rp.sweeper.sweep()).runs == 8, "a batch at most"
+        size = storage.removals_per_transaction
+        assert removals == [min(size, 8 - n) for n in range(0, 8, size)]
+        assert (await rp.sweeper.sweep()).runs == 3, "the next sweep goes on"
+        for run in made:
+            with pytest.raises(NotFound):
+                await rp.get_run(run.run_id)

@@ -38,10 +38,11 @@ async def rp(database: str) -> AsyncIterator[Runpoint]:
 
 
 @contextlib.contextmanager
-def swept_before_writes(rp: Runpoint) -> Any:
-    """Every new session or run the commands write is preceded by a whole sweep."""
+def swept_before_writes(rp: Runpoint, calls: tuple[str, ...] = WRITES) -> Any:
+    """Every new session or run the commands write (or each of `calls` to the storage) is
+    preceded by a whole sweep."""
     storage = rp.storage
-    originals = {name: getattr(storage, name) for name in WRITES}
+    originals = {name: getattr(storage, name) for name in calls}
 
     def sweeping_first(write: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
         async def written(*args: Any, **kwargs: Any) -> Any:
@@ -55,7 +56,7 @@ def swept_before_writes(rp: Runpoint) -> Any:
     try:
         yield
     finally:
-        for name in WRITES:
+        for name in calls:
             delattr(storage, name)
 
 
@@ -83,6 +84,18 @@ async def test_a_session_fork_of_a_session_swept_meanwhile_is_not_found(rp: Runp
         await rp.fork_session(ForkSession(session_id=source.session_id))
     assert await rp.list_sessions() == []
     assert await stored(rp) == 0, "no run was born reading rows that went"
+
+
+@EVERY
+@pytest.mark.parametrize("read", ["get_session", "list_runs"])
+async def test_a_session_fork_of_a_session_swept_between_its_reads_is_not_found(
+    rp: Runpoint, read: str
+) -> None:
+    source = await finished(rp)
+    with swept_before_writes(rp, (read,)), pytest.raises(NotFound):
+        await rp.fork_session(ForkSession(session_id=source.session_id))
+    assert await rp.list_sessions() == [], "not an empty fork"
+    assert await stored(rp) == 0
 
 
 @EVERY

@@ -154,9 +154,10 @@ async def test_a_process_killed_between_claiming_a_tick_and_its_run_leaves_it_to
         clock = Clock(now())
         driven(rp, clock)
         assert await rp.storage.list_sessions(team_id="default", limit=10, offset=0) == []
-        await asyncio.sleep(1.2)  # the killed process's claim (1 s) runs out
+        await asyncio.sleep(1.2)  # the killed process's claims (1 s) run out: its hold too
         async with asyncio.timeout(10):
             while not await fired_runs(rp, schedule.schedule_id):
+                clock.at = now()
                 await rp.scheduler.run_due()
                 await asyncio.sleep(0.2)
         [fired] = await fired_runs(rp, schedule.schedule_id)
@@ -225,6 +226,17 @@ async def test_late_ticks_within_the_grace_each_fire_in_order(rp: Runpoint) -> N
     ticks = sorted(f.tick for f in await fired_runs(rp, made.schedule_id))
     assert ticks == [1_800_000_035.0 + 5 * i for i in range(13)]
     assert counted.missed == 6
+
+
+async def test_each_tick_fires_a_run_of_the_schedules_model(rp: Runpoint) -> None:
+    clock = Clock(float(int(now())))
+    made = await driven(rp, clock).schedules.create(every(5, model="scripted:echo"))
+    clock.at += 5
+    assert await rp.scheduler.run_due() == 1
+    [fired] = await fired_runs(rp, made.schedule_id)
+    run = await until(rp, fired.run_id, RunStatus.COMPLETED)
+    assert run.model == "scripted:echo"  # recorded, and what answered: echo's answer
+    assert run.content == "go"
 
 
 @SQL
@@ -323,6 +335,7 @@ async def test_bad_input_names_the_field(rp: Runpoint) -> None:
         ({"cron_expr": "61 * * * *"}, "cron_expr"),
         ({"timezone": "Mars/Olympus"}, "timezone"),
         ({"agent_id": "nobody"}, "endpoint"),
+        ({"model": "nobody:gpt"}, "payload.model"),
     ):
         with pytest.raises(InvalidArguments, match=named):
             await rp.schedules.create(msgspec.structs.replace(every(60), **fields))

@@ -185,7 +185,7 @@ async def test_a_ciphertext_moved_to_another_row_fails_and_the_others_serve(
         with pytest.raises(Unreadable, match=swapped):
             await rp.schedules.get(schedules[0])
         # the firing loop goes on past them
-        due = await rp.storage.due_schedules(now() + 60, 10)
+        due = await rp.storage.claim_due(now() + 60, 10, now() + 90)
         assert [s.schedule_id for s in due] == schedules[2:]
         with pytest.raises(Unreadable) as refused:
             await rp.get_run(first)

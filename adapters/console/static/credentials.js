@@ -3,6 +3,8 @@
 // an Authorization header (a cookie would go with every request to the host, and
 // localStorage would outlive the tab), and gone when the tab closes.
 
+import { h } from "./dom.js";
+
 const KEY = "runpoint.token";
 
 export const token = () => sessionStorage.getItem(KEY);
@@ -19,7 +21,45 @@ export function signIn(reason) {
   return asking;
 }
 
+// The sign-in form, the same on every page of the console: made below the page's top bar
+// the first time a page asks.
+function signInForm() {
+  const made = document.getElementById("sign-in");
+  if (made) return made;
+  const section = h(
+    "section",
+    { class: "card sign-in", id: "sign-in", "aria-labelledby": "sign-in-title", hidden: true },
+    h("h2", { id: "sign-in-title" }, "Sign in"),
+    h(
+      "p",
+      { class: "meta" },
+      "This server asks for credentials. The console keeps your token for this tab only, " +
+        "and forgets it when the tab closes.",
+    ),
+    h(
+      "form",
+      { id: "sign-in-form", class: "stack" },
+      h("label", { for: "sign-in-token" }, "API key or JWT"),
+      h("input", {
+        id: "sign-in-token",
+        name: "token",
+        type: "password",
+        required: true,
+        autocomplete: "off",
+        spellcheck: "false",
+        placeholder: "Paste it here",
+        "aria-describedby": "sign-in-reason",
+      }),
+      h("p", { id: "sign-in-reason", class: "form-errors", role: "alert" }),
+      h("button", { type: "submit", class: "primary" }, "Sign in"),
+    ),
+  );
+  document.querySelector(".topbar").after(section);
+  return section;
+}
+
 function ask(reason) {
+  signInForm();
   const [section, form, input, why, workspace, signOut] = [
     "sign-in", "sign-in-form", "sign-in-token", "sign-in-reason", "workspace", "sign-out",
   ].map((id) => document.getElementById(id));
