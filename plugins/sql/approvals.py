@@ -10,6 +10,7 @@ import msgspec
 from sqlalchemy import delete, exists, func, or_, select, update
 
 from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, RunStatus
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import approvals, runs
@@ -39,6 +40,7 @@ class SqlApprovals:
     db: Database
 
     async def add_approval(self, approval: Approval) -> bool:
+        await team_keys.hold(self.db, approval.team_id)
         async with self.db.write() as conn:
             added = await conn.execute(
                 self.db.insert_new(approvals).values(
@@ -94,7 +96,9 @@ class SqlApprovals:
             found = (await conn.execute(self.db.locking(select(*_ROWS).where(pending)))).all()
             if not found:
                 return None
+            await team_keys.load_of(self.db, found)  # read in a transaction, not by `db.read`
             approval = _opened(self.db.codec, found[0])
+            await team_keys.hold(self.db, approval.team_id)
             approval.settle(status, resolved_by, resolution_data)
             settled = await conn.execute(
                 update(approvals)
@@ -124,7 +128,9 @@ class SqlApprovals:
 
 # module functions, not methods: SqlStorage mixes every Sql* class into one namespace
 def _sealed(codec: Codec, approval: Approval) -> bytes:
-    return codec.seal(document(approval), approvals.name, "data", approval.id)
+    return codec.seal(
+        document(approval), approvals.name, "data", approval.id, team=approval.team_id
+    )
 
 
 def _opened(codec: Codec, row: Sequence[Any]) -> Approval:

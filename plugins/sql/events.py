@@ -12,6 +12,7 @@ import msgspec
 from sqlalchemy import bindparam, func, select
 
 from runpoint.core.types import Run, RunEvent
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import run_events
@@ -39,20 +40,22 @@ _READ = (
 _LAST = select(func.max(run_events.c.seq)).where(run_events.c.run_id == bindparam("run"))
 
 
-def event_rows(run_id: str, events: Sequence[RunEvent], codec: Codec) -> list[tuple[int, bytes]]:
-    """The row (last seq, document) of a batch of `run_id`'s events, as `run_events` keeps
+def event_rows(run: Run, events: Sequence[RunEvent], codec: Codec) -> list[tuple[int, bytes]]:
+    """The row (last seq, document) of a batch of `run`'s events, as `run_events` keeps
     it; none for no events."""
     if not events:
         return []
     batch = _encode([Stored(e.seq, e.event, e.created_at, e.data) for e in events])
-    return [(events[-1].seq, codec.seal(batch, run_events.name, "data", run_id, events[-1].seq))]
+    last = events[-1].seq
+    return [(last, codec.seal(batch, run_events.name, "data", run.run_id, last, team=run.team_id))]
 
 
 class SqlEvents:
     db: Database
 
     async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
-        rows = event_rows(run.run_id, events, self.db.codec)
+        await team_keys.hold(self.db, run.team_id)
+        rows = event_rows(run, events, self.db.codec)
         return await self.db.appends.submit(Append(run, rows))
 
     async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:

@@ -10,6 +10,7 @@ import msgspec
 from sqlalchemy import bindparam, delete, select, update
 
 from runpoint.core.schedule import Schedule, ScheduleRun
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import schedule_runs, schedules
@@ -48,13 +49,18 @@ class SqlSchedules:
     db: Database
 
     async def put_schedule(self, schedule: Schedule) -> None:
+        await team_keys.hold(self.db, schedule.team_id)
         row = {
             "team_id": schedule.team_id,
             "created_at": schedule.created_at,
             "enabled": schedule.enabled,
             "next_run_at": schedule.next_run_at,
             "data": self.db.codec.seal(
-                document(schedule), schedules.name, "data", schedule.schedule_id
+                document(schedule),
+                schedules.name,
+                "data",
+                schedule.schedule_id,
+                team=schedule.team_id,
             ),
         }
         async with self.db.write() as conn:

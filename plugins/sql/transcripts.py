@@ -22,6 +22,7 @@ from runpoint.core.types import (
     RunEvent,
     Segment,
 )
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import NO_END, Database, Save
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.events import event_rows
@@ -61,22 +62,29 @@ def encoded_save(
 ) -> Save:
     """What `save` writes, encoded (and sealed, with a keyring)."""
     indexes = transcript.own_indexes(run, len(new_messages))
-    seal, run_id = codec.seal, run.run_id
+    run_id, team = run.run_id, run.team_id
     return Save(
         run,
         state_document(run, codec),
         [
-            (i, m.role, seal(document(m), messages.name, "data", run_id, i))
+            (i, m.role, codec.seal(document(m), messages.name, "data", run_id, i, team=team))
             for i, m in zip(indexes, new_messages, strict=True)
         ],
         None
         if checkpoint is None
         else (
             checkpoint.message_index,
-            seal(document(checkpoint), checkpoints.name, "data", run_id, checkpoint.message_index),
+            codec.seal(
+                document(checkpoint),
+                checkpoints.name,
+                "data",
+                run_id,
+                checkpoint.message_index,
+                team=team,
+            ),
         ),
         intents,
-        event_rows(run_id, events, codec),
+        event_rows(run, events, codec),
     )
 
 
@@ -111,6 +119,7 @@ class SqlTranscripts:
         answering: KeyAnswer | None = None,
         events: Sequence[RunEvent] = (),
     ) -> None:
+        await team_keys.hold(self.db, run.team_id)
         written = encoded_save(run, messages, checkpoint, self.db.codec, intents, events)
         if answering is None:  # a write of its own, maybe with other runs' (database.py)
             unsure = self.db.unsure.pop(run.run_id, None) == run.revision
@@ -197,12 +206,16 @@ class SqlTranscripts:
     async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
         if not results:
             return
+        if (team := await team_keys.hold_for(self.db, team_keys.OF_RUN, run_id)) is None:
+            return  # the run went, and its calls' records with it
         seal = self.db.codec.seal
         rows = [
             {
                 "run": run_id,
                 "call": r.tool_call_id,
-                "document": seal(document(r), tool_calls.name, "result", run_id, r.tool_call_id),
+                "document": seal(
+                    document(r), tool_calls.name, "result", run_id, r.tool_call_id, team=team
+                ),
             }
             for r in results
         ]

@@ -1,0 +1,91 @@
+"""Each team's data key, kept wrapped by the keyring in `team_keys` (one row a team): a
+process holds the keys of the teams it writes for (`hold`) and of those whose documents
+it reads (`Database.read` asks `load` for the keys its rows name). Erasing a team
+(`runpoint team erase`) deletes its row: what was sealed under it never opens again, and
+its rows are then deleted in batches (plugins/sql/team_erasure.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Select, bindparam, select
+
+from runpoint.plugins.sql.schema import runs, sessions, team_erasures, team_keys
+
+if TYPE_CHECKING:
+    from runpoint.plugins.sql.database import Database
+
+_c = team_keys.c
+_ROWS = select(_c.team_id, _c.key_id, _c.wrapped)
+_BY_ID = _ROWS.where(_c.key_id == bindparam("id"))
+OF_SESSION = select(sessions.c.team_id).where(sessions.c.session_id == bindparam("id"))
+OF_RUN = OF_SESSION.join_from(runs, sessions, runs.c.session_id == sessions.c.session_id).where(
+    runs.c.run_id == bindparam("id")
+)
+
+
+async def hold(db: Database, *teams: str) -> None:
+    """Hold these teams' keys before sealing their documents: each team's stored key, or
+    a new one (the first stored for a team, by any process, is every process's)."""
+    keys = db.codec.teams
+    if keys is None:
+        return
+    for team in {t for t in teams if not keys.held(t)}:
+        found = await db.read(_ROWS.where(_c.team_id == team))
+        if not found:
+            key_id, key = keys.new()
+            row = {"team_id": team, "key_id": key_id, "wrapped": keys.wrap(team, key_id, key)}
+            async with db.write() as conn:
+                await conn.execute(db.insert_new(team_keys).values(row))
+                found = (await conn.execute(_ROWS.where(_c.team_id == team))).all()
+        keys.hold(*found[0])
+
+
+async def load(db: Database, key_ids: Collection[str]) -> None:
+    """Hold the keys of these ids; those not stored are known erased."""
+    keys = db.codec.teams
+    if keys is None:
+        return
+    found = [row for k in key_ids for row in await db.read(_BY_ID, {"id": k})]
+    for team, key_id, wrapped in found:
+        keys.hold(team, key_id, wrapped)
+    keys.erased(set(key_ids) - {key_id for _, key_id, _ in found})
+
+
+async def load_all(db: Database) -> dict[str, float]:
+    """Hold every team's key (at start): the teams erased, and when."""
+    keys = db.codec.teams
+    if keys is not None:
+        for row in await db.read(_ROWS):
+            keys.hold(*row)
+    return await erasures(db)
+
+
+async def erasures(db: Database) -> dict[str, float]:
+    e = team_erasures.c
+    return {team: at for team, at in await db.read(select(e.team_id, e.erased_at))}
+
+
+def forget(db: Database, erased: Collection[str]) -> None:
+    """Drop the keys of teams erased by another process (they are looked up again: a
+    team erased gets a new key for what it writes next)."""
+    if (keys := db.codec.teams) is not None:
+        for team in erased:
+            keys.drop(team)
+
+
+async def load_of(db: Database, rows: Sequence[Sequence[Any]]) -> None:
+    """Hold the keys that documents among `rows` name, if this process lacks any."""
+    if db.codec.teams is not None and (unknown := db.codec.teams.missing(rows)):
+        await load(db, unknown)
+
+
+async def hold_for(db: Database, team_of: Select[Any], id_: str) -> str | None:
+    """The team of a session (`OF_SESSION`) or run (`OF_RUN`), its key held (None: no
+    such session or run)."""
+    found = await db.read(team_of, {"id": id_})
+    if not found:
+        return None
+    await hold(db, found[0][0])
+    return str(found[0][0])
