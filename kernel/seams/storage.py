@@ -364,5 +364,22 @@ class Encrypted(Protocol):
         encrypted once none is left. With `check`, change nothing: list them."""
 
 
+@runtime_checkable
+class ErasesTeams(Protocol):
+    """Optional, for an `Encrypted` backend that seals each team's documents under a key
+    of the team's own (crypto-shredding): `runpoint team erase`."""
+
+    async def erase_team(self, team: str) -> bool:
+        """Delete `team`'s key, so what was sealed under it never opens again, and record
+        the erasure (every process drops the key within seconds); False if the backend
+        holds nothing of the team. The team's next write gets a new key."""
+
+    async def remove_erased(self, batch: int) -> int | None:
+        """Delete a batch of rows of an erased team made before its erasure (`batch`
+        sessions, with their runs): how many sessions, 0 if a team's erasure just ended,
+        None once no erasure is left to do. Each batch commits: a removal killed midway
+        goes on where it stopped."""
+
+
 # A storage backend is built from a database URL.
 StorageFactory = Callable[[str], Storage]

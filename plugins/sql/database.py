@@ -62,6 +62,11 @@ class Database(abc.ABC):
         (none here: PostgreSQL's autovacuum makes freed space reusable)."""
         return 0
 
+    async def wipe(self) -> None:
+        """Leave no old copy of deleted rows where this process can reach (SQLite's WAL);
+        PostgreSQL keeps dead rows until vacuumed, and its WAL, out of reach."""
+        return None
+
     async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
         """The rows of one read (`params`: values of its bind parameters), each a sequence
         of its values; with a keyring, the team keys their documents are sealed under
