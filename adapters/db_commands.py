@@ -122,9 +122,15 @@ def reseal(args: argparse.Namespace, *, encrypt: bool) -> tuple[list[str], int]:
     done = asyncio.run(run())
     key = repr(keyring.current)
     if check:
-        summary = f"{len(done.problems)} stored documents are not under key {key}"
+        summary = (
+            f"{len(done.problems)} stored documents are not under their team's key, or team "
+            f"keys not wrapped under key {key}"
+        )
     else:
-        summary = f"sealed {done.resealed} stored documents under key {key}"
+        summary = (
+            f"wrapped {done.rewrapped} team keys anew under key {key}, and sealed "
+            f"{done.resealed} stored documents under their team's key"
+        )
         if done.problems:
             summary += f"; {len(done.problems)} could not be (listed above)"
         elif encrypt:

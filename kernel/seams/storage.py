@@ -335,12 +335,14 @@ class Diagnosed(Protocol):
 
 
 class Resealed(NamedTuple):
-    """What a pass over the stored documents did: rows it sealed anew under the keyring's
-    first key, and the rows it could not (each `table(key).column: why`), or with
-    `check`, the rows that are not under that key."""
+    """What a pass over the stored documents did: rows it sealed anew (under their team's
+    key, or the keyring's first), and the rows it could not (each `table(key).column:
+    why`), or with `check`, the rows that are not under that key; and the team keys it
+    wrapped anew under the keyring's first key."""
 
     resealed: int
     problems: list[str]
+    rewrapped: int = 0
 
 
 @runtime_checkable

@@ -86,7 +86,8 @@ class SqlEncryption:
             async with self.db.write() as conn:
                 await conn.execute(self.db.insert_new(secrets).values(name=UNDER_WAY, value=b""))
         clear_ok = encrypt or await self._under_way()
-        done, problems = await _rewrap(self.db, teams, check)
+        rewrapped, problems = await _rewrap(self.db, teams, check)
+        done = 0
         for sealed in SEALED:
             async for rows in _pages(self.db, sealed, batch):
                 if not check:
@@ -102,7 +103,7 @@ class SqlEncryption:
         if encrypt and not check and not problems:
             async with self.db.write() as conn:
                 await conn.execute(delete(secrets).where(_UNDER_WAY))
-        return Resealed(done, problems)
+        return Resealed(done, problems, rewrapped)
 
 
 async def _rewrap(db: Database, teams: TeamKeys, check: bool) -> tuple[int, list[str]]:
