@@ -134,6 +134,10 @@ class TeamKeys:
             return
         self._teams[team] = header
 
+    def refused(self, key_id: str) -> str:
+        """Why the team key `key_id` is not held."""
+        return self._refused.get(_header(key_id, TEAM_MAGIC), "not held")
+
     def drop(self, team: str) -> None:
         if (header := self._teams.pop(team, None)) is not None:
             self._ciphers.pop(header, None)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Select, bindparam, select
 
+from runpoint.core.errors import Unreadable
 from runpoint.plugins.sql.schema import runs, sessions, team_erasures, team_keys
 
 if TYPE_CHECKING:
@@ -20,8 +21,10 @@ _c = team_keys.c
 _ROWS = select(_c.team_id, _c.key_id, _c.wrapped)
 _BY_ID = _ROWS.where(_c.key_id == bindparam("id"))
 OF_SESSION = select(sessions.c.team_id).where(sessions.c.session_id == bindparam("id"))
-OF_RUN = OF_SESSION.join_from(runs, sessions, runs.c.session_id == sessions.c.session_id).where(
-    runs.c.run_id == bindparam("id")
+OF_RUN = (
+    select(sessions.c.team_id)
+    .join_from(runs, sessions, runs.c.session_id == sessions.c.session_id)
+    .where(runs.c.run_id == bindparam("id"))
 )
 
 
@@ -40,6 +43,8 @@ async def hold(db: Database, *teams: str) -> None:
                 await conn.execute(db.insert_new(team_keys).values(row))
                 found = (await conn.execute(_ROWS.where(_c.team_id == team))).all()
         keys.hold(*found[0])
+        if not keys.held(team):  # its key does not unwrap: nothing is sealed under it
+            raise Unreadable(f"team_keys({team}).wrapped", keys.refused(found[0][1]))
 
 
 async def load(db: Database, key_ids: Collection[str]) -> None:
@@ -83,7 +88,9 @@ async def load_of(db: Database, rows: Sequence[Sequence[Any]]) -> None:
 
 async def hold_for(db: Database, team_of: Select[Any], id_: str) -> str | None:
     """The team of a session (`OF_SESSION`) or run (`OF_RUN`), its key held (None: no
-    such session or run)."""
+    such session or run); without a keyring, no team is needed: ""."""
+    if db.codec.teams is None:
+        return ""
     found = await db.read(team_of, {"id": id_})
     if not found:
         return None
