@@ -5,6 +5,7 @@ again, even with the keyring, and then removes them while the other teams serve.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from sqlalchemy import func, select, text
@@ -39,11 +40,11 @@ async def team_run(rp: Runpoint, team: str) -> str:
         return await a_run(rp)
 
 
-async def stored(database: str, query: object) -> list[tuple[object, ...]]:
+async def stored(database: str, query: Any) -> list[tuple[Any, ...]]:
     """The rows of a read made straight on the database, as a copy of it would be read."""
     engine = create_async_engine(async_url(database))
     async with engine.connect() as conn:
-        rows = [tuple(row) for row in await conn.execute(query)]  # type: ignore[call-overload]
+        rows = [tuple(row) for row in await conn.execute(query)]
     await engine.dispose()
     return rows
 
@@ -58,7 +59,7 @@ async def test_each_team_seals_under_its_own_key(database: str) -> None:
     for run_id, team in ((acme, "acme"), (globex, "globex")):
         header = bytes([TEAM_MAGIC, 16]) + keys[team].encode()
         rows = await stored(database, select(messages.c.data).where(messages.c.run_id == run_id))
-        assert rows and all(bytes(data).startswith(header) for (data,) in rows)  # type: ignore[arg-type]
+        assert rows and all(bytes(data).startswith(header) for (data,) in rows)
     assert SECRETS[0].encode() not in await stored_bytes(database)
 
 
@@ -86,9 +87,9 @@ async def test_an_erased_team_never_reads_again_and_its_rows_go(database: str) -
         assert rows
         for idx, data in rows:
             with pytest.raises(Unopened):  # the keyring alone: not the team's key
-                Keyring({"k1": OLD}).open(bytes(data), aad("messages", "data", (acme, idx)))  # type: ignore[arg-type]
+                Keyring({"k1": OLD}).open(bytes(data), aad("messages", "data", (acme, idx)))
         if database.startswith("sqlite"):  # its file and WAL hold no copy of the wrapped key
-            assert bytes(wrapped) not in await stored_bytes(database)  # type: ignore[arg-type]
+            assert bytes(wrapped) not in await stored_bytes(database)
         with acting_as(Principal("acme")), pytest.raises(Unreadable, match="was erased"):
             await rp.get_run(acme)
         with acting_as(Principal("globex")):
