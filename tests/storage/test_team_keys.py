@@ -21,7 +21,7 @@ from runpoint.plugins.sql.schema import messages, sessions, team_erasures, team_
 from runpoint.plugins.sql.sealing import aad
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
-from runpoint.seams.storage import ErasesTeams
+from runpoint.seams.storage import Encrypted, ErasesTeams
 from tests.storage.test_encryption import (
     AGENTS,
     OLD,
@@ -149,12 +149,13 @@ async def test_rotation_rewraps_the_team_keys_only(database: str) -> None:
     before = await stored(database, select(messages.c.run_id, messages.c.idx, messages.c.data))
     async with Runpoint(AGENTS, database=database, keyring=new, schedule=False) as rp:
         storage = rp.storage
-        listed = (await storage.reseal(encrypt=False, check=True, batch=10)).problems  # type: ignore[attr-defined]
+        assert isinstance(storage, Encrypted)
+        listed = (await storage.reseal(encrypt=False, check=True, batch=10)).problems
         assert sorted(listed) == [
             "team_keys(acme).wrapped: under key 'k1'",
             "team_keys(globex).wrapped: under key 'k1'",
         ]
-        done = await storage.reseal(encrypt=False, check=False, batch=10)  # type: ignore[attr-defined]
+        done = await storage.reseal(encrypt=False, check=False, batch=10)
         assert (done.rewrapped, done.resealed, done.problems) == (2, 0, [])
     assert (
         await stored(database, select(messages.c.run_id, messages.c.idx, messages.c.data)) == before
@@ -183,7 +184,8 @@ async def test_no_text_of_an_erased_team_is_left_in_postgresql_tables(database: 
         pytest.skip("the tables' rows are what PostgreSQL serves")
     async with Runpoint(AGENTS, database=database, keyring=keyring(), schedule=False) as rp:
         acme = await team_run(rp, "acme")
-        assert await rp.storage.erase_team("acme")  # type: ignore[attr-defined]
+        assert isinstance(rp.storage, ErasesTeams)
+        assert await rp.storage.erase_team("acme")
     rows = await stored(database, text("SELECT count(*) FROM team_keys WHERE team_id = 'acme'"))
     assert rows == [(0,)]
     assert acme.encode() in await stored_bytes(database)  # its rows remain until removed
