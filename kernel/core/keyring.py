@@ -19,6 +19,7 @@ import binascii
 import os
 import secrets
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -27,6 +28,7 @@ from runpoint.core.errors import ConfigurationError
 
 MAGIC = 0x01
 TEAM_MAGIC = 0x02
+_TEAM = bytes([TEAM_MAGIC])
 KEY_BYTES = 32
 _NONCE = 12
 
@@ -149,15 +151,19 @@ class TeamKeys:
             self._ciphers.pop(header, None)
             self._refused[header] = f"sealed under team key {key_id!r}, which was erased"
 
-    def missing(self, rows: Iterable[Sequence[object]]) -> set[str]:
-        """The ids of the team keys that documents among `rows`' values are sealed under
-        and that this process neither holds nor knows to be gone."""
+    def missing(self, rows: Iterable[Sequence[Any]], positions: Sequence[int]) -> set[str]:
+        """The ids of the team keys that the documents at `positions` of `rows` are sealed
+        under and that this process neither holds nor knows to be gone."""
         found = set()
+        last = b"\xff"  # the header met last, known (a read's rows are mostly one team's)
         for row in rows:
-            for value in row:
-                if value.__class__ is bytes and value and value[0] == TEAM_MAGIC:
-                    header = bytes(value[: 2 + value[1]])
-                    if header not in self._ciphers and header not in self._refused:
+            for i in positions:
+                value = row[i]
+                if value.__class__ is bytes and value[:1] == _TEAM and value[: len(last)] != last:
+                    header = value[: 2 + value[1]]
+                    if header in self._ciphers or header in self._refused:
+                        last = header
+                    else:
                         found.add(header[2:].decode(errors="replace"))
         return found
 

@@ -19,6 +19,7 @@ from runpoint.plugins.sql.sealing import Codec, readable
 _decode = msgspec.json.Decoder(Approval).decode
 _c = approvals.c
 _ROWS = (_c.id, _c.data)  # the key each document is sealed under, and the document
+_DOCUMENTS = select(*_ROWS)
 _newer = approvals.alias("newer")
 _STALE = (
     select(*_ROWS)
@@ -96,7 +97,7 @@ class SqlApprovals:
             found = (await conn.execute(self.db.locking(select(*_ROWS).where(pending)))).all()
             if not found:
                 return None
-            await team_keys.load_of(self.db, found)  # read in a transaction, not by `db.read`
+            await team_keys.load_of(self.db, found, _DOCUMENTS)  # read by `conn`, not `db.read`
             approval = _opened(self.db.codec, found[0])
             await team_keys.hold(self.db, approval.team_id)
             approval.settle(status, resolved_by, resolution_data)

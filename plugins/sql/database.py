@@ -73,7 +73,7 @@ class Database(abc.ABC):
         held)."""
         read = compiled(statement, self.dialect)
         rows = await self.fetch(read.sql, read.parameters(params))
-        await team_keys.load_of(self, rows)  # a key another process made, or erased
+        await team_keys.load_of(self, rows, statement)  # a key another made, or erased
         return rows
 
     @abc.abstractmethod

@@ -6,6 +6,7 @@ its rows are then deleted in batches (plugins/sql/team_erasure.py)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -13,10 +14,12 @@ from sqlalchemy import Select, bindparam, select
 
 from runpoint.core.errors import Unreadable
 from runpoint.plugins.sql.schema import runs, sessions, team_erasures, team_keys
+from runpoint.plugins.sql.sealing import SEALED
 
 if TYPE_CHECKING:
     from runpoint.plugins.sql.database import Database
 
+_SEALED = {(s.table, column) for s in SEALED for column in s.columns}
 _c = team_keys.c
 _ROWS = select(_c.team_id, _c.key_id, _c.wrapped)
 _BY_ID = _ROWS.where(_c.key_id == bindparam("id"))
@@ -80,10 +83,24 @@ def forget(db: Database, erased: Collection[str]) -> None:
             keys.drop(team)
 
 
-async def load_of(db: Database, rows: Sequence[Sequence[Any]]) -> None:
-    """Hold the keys that documents among `rows` name, if this process lacks any."""
-    if db.codec.teams is not None and (unknown := db.codec.teams.missing(rows)):
+async def load_of(db: Database, rows: Sequence[Sequence[Any]], read: Select[Any]) -> None:
+    """Hold the keys that the documents among `rows` (of `read`) name, if this process
+    lacks any."""
+    if db.codec.teams is None or not (positions := sealed_positions(read)):
+        return
+    if unknown := db.codec.teams.missing(rows, positions):
         await load(db, unknown)
+
+
+@functools.lru_cache(maxsize=512)
+def sealed_positions(read: Select[Any]) -> tuple[int, ...]:
+    """Where a read's rows have sealed documents (the role modules keep one statement
+    object per shape: see compiled.py)."""
+    return tuple(
+        i
+        for i, column in enumerate(read.selected_columns)
+        if (getattr(getattr(column, "table", None), "name", None), column.name) in _SEALED
+    )
 
 
 async def hold_for(db: Database, team_of: Select[Any], id_: str) -> str | None:
