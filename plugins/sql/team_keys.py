@@ -10,7 +10,7 @@ import functools
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, bindparam, select
+from sqlalchemy import Column, Select, bindparam, select
 
 from runpoint.core.errors import Unreadable
 from runpoint.plugins.sql.schema import runs, sessions, team_erasures, team_keys
@@ -99,7 +99,7 @@ def sealed_positions(read: Select[Any]) -> tuple[int, ...]:
     return tuple(
         i
         for i, column in enumerate(read.selected_columns)
-        if (getattr(getattr(column, "table", None), "name", None), column.name) in _SEALED
+        if isinstance(column, Column) and (column.table.name, column.name) in _SEALED
     )
 
 
