@@ -189,3 +189,33 @@ async def test_no_text_of_an_erased_team_is_left_in_postgresql_tables(database: 
     rows = await stored(database, text("SELECT count(*) FROM team_keys WHERE team_id = 'acme'"))
     assert rows == [(0,)]
     assert acme.encode() in await stored_bytes(database)  # its rows remain until removed
+
+
+async def test_a_process_reads_what_another_sealed_under_a_key_made_since(
+    database: str,
+) -> None:
+    async with (
+        Runpoint(AGENTS, database=database, keyring=keyring(), schedule=False) as reader,
+        Runpoint(AGENTS, database=database, keyring=keyring(), schedule=False) as writer,
+    ):
+        # the key is made by `writer`, after `reader` opened: every read looks it up
+        with acting_as(Principal("acme")):
+            run_id = await a_run(writer)
+            detail = await writer.get_run(run_id)
+            checkpoint = await writer.session_checkpoints.create(detail.run.session_id)
+            approval = await an_approval(writer)
+            schedule_id = await a_schedule(writer)
+            _, timeline = await reader.timeline(run_id)
+            assert timeline[-1].message_preview == SECRETS[2]
+            assert (await reader.get_run(run_id)).messages[0].content == SECRETS[0]
+            snapshot = await reader.snapshot(run_id, 3)
+            assert snapshot.detail.messages[2].content.startswith(SECRETS[1])  # type: ignore[union-attr]
+            assert await reader.storage.read_events(detail.run, 0, 100)
+            assert await reader.storage.tool_records(
+                run_id, [c.id for c in detail.messages[1].tool_calls or []]
+            )
+            assert await reader.storage.session_capture(checkpoint.checkpoint_id) is not None
+            assert (await reader.approvals.get(approval.id)).calls[0].tool_args == {
+                "topic": SECRETS[3]
+            }
+            assert (await reader.schedules.get(schedule_id)).message == SECRETS[4]
