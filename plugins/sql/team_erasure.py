@@ -4,7 +4,7 @@ its sessions' rows first, as every writer of their runs does)."""
 
 from __future__ import annotations
 
-from sqlalchemy import delete, exists, select, update
+from sqlalchemy import delete, exists, false, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import now
@@ -23,6 +23,7 @@ from runpoint.plugins.sql.schema import (
 from runpoint.plugins.sql.schema import team_keys as keys
 
 _e = team_erasures.c
+_PENDING = select(_e.team_id, _e.erased_at).where(_e.removed == false()).limit(1)
 
 
 class SqlTeamErasure:
@@ -46,8 +47,7 @@ class SqlTeamErasure:
         return True
 
     async def remove_erased(self, batch: int) -> int | None:
-        pending = select(_e.team_id, _e.erased_at).where(_e.removed == False)  # noqa: E712
-        for team, erased_at in await self.db.read(pending.limit(1)):
+        for team, erased_at in await self.db.read(_PENDING):
             of_team = (sessions.c.team_id == team) & (sessions.c.created_at <= erased_at)
             found = select(sessions.c.session_id).where(of_team).order_by(sessions.c.session_id)
             async with self.db.write() as conn:

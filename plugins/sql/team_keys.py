@@ -23,6 +23,8 @@ _SEALED = {(s.table, column) for s in SEALED for column in s.columns}
 _c = team_keys.c
 _ROWS = select(_c.team_id, _c.key_id, _c.wrapped)
 _BY_ID = _ROWS.where(_c.key_id == bindparam("id"))
+_OF_TEAM = _ROWS.where(_c.team_id == bindparam("team"))
+_ERASURES = select(team_erasures.c.team_id, team_erasures.c.erased_at)
 OF_SESSION = select(sessions.c.team_id).where(sessions.c.session_id == bindparam("id"))
 OF_RUN = (
     select(sessions.c.team_id)
@@ -38,13 +40,13 @@ async def hold(db: Database, *teams: str) -> None:
     if keys is None:
         return
     for team in {t for t in teams if not keys.held(t)}:
-        found = await db.read(_ROWS.where(_c.team_id == team))
+        found = await db.read(_OF_TEAM, {"team": team})
         if not found:
             key_id, key = keys.new()
             row = {"team_id": team, "key_id": key_id, "wrapped": keys.wrap(team, key_id, key)}
             async with db.write() as conn:
                 await conn.execute(db.insert_new(team_keys).values(row))
-                found = (await conn.execute(_ROWS.where(_c.team_id == team))).all()
+                found = (await conn.execute(_OF_TEAM, {"team": team})).all()
         keys.hold(*found[0])
         if not keys.held(team):  # its key does not unwrap: nothing is sealed under it
             raise Unreadable(f"team_keys({team}).wrapped", keys.refused(found[0][1]))
@@ -71,8 +73,7 @@ async def load_all(db: Database) -> dict[str, float]:
 
 
 async def erasures(db: Database) -> dict[str, float]:
-    e = team_erasures.c
-    return {team: at for team, at in await db.read(select(e.team_id, e.erased_at))}
+    return {team: at for team, at in await db.read(_ERASURES)}
 
 
 def forget(db: Database, erased: Collection[str]) -> None:
