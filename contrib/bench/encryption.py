@@ -96,11 +96,10 @@ async def rotation(database: str, runs: int) -> None:
         done = await storage.reseal(encrypt=False, check=False, batch=500)
         wall = time.perf_counter() - wall
     kind = database.split(":")[0]
-    stored = runs * 102  # each run's rows: its messages, its run row and its state
     print(
-        f"rotation on {kind}: {done.rewrapped} team key wrapped anew, {done.resealed} of "
-        f"about {stored:,} documents rewritten (each read once, to find any not under its "
-        f"team's key), in {wall:.2f} s"
+        f"rotation on {kind}: {done.rewrapped} team key wrapped anew and {done.resealed} "
+        f"documents rewritten, every document of {runs} runs of 100 messages read once (to "
+        f"find any not under its team's key), in {wall:.2f} s"
     )
 
 
