@@ -7,7 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from runpoint.adapters.db_commands import add_db_commands, backup, prune, reseal
+from runpoint.adapters.db_commands import (
+    add_db_commands,
+    add_team_commands,
+    backup,
+    erase_team,
+    prune,
+    reseal,
+)
 from runpoint.adapters.serving import StartupError, is_loopback, opened, serve
 from runpoint.adapters.settings import Settings, add_options
 
@@ -84,6 +91,10 @@ def parser() -> argparse.ArgumentParser:
     )
     add_options(db.add_parser("upgrade", help="apply the schema migrations"), "db")
     add_db_commands(db)
+    team = sub.add_parser("team", help="erase a team (crypto-shredding)").add_subparsers(
+        dest="team_command", required=True
+    )
+    add_team_commands(team)
     session = sub.add_parser("session", help="lock a session for maintenance, or unlock it")
     actions = session.add_subparsers(dest="session_command", required=True)
     for action in ("lock", "unlock"):
@@ -106,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def command(args: argparse.Namespace) -> str:
     """The command line's command, as `runpoint session lock`."""
-    words = ("command", "db_command", "session_command")
+    words = ("command", "db_command", "session_command", "team_command")
     return " ".join(["runpoint", *filter(None, (getattr(args, w, None) for w in words))])
 
 
@@ -128,6 +139,10 @@ def run(args: argparse.Namespace) -> int:
     elif args.command == "db":
         upgrade_database(args.db)
         print(f"{args.db}: schema up to date")
+    elif args.command == "team":
+        lines, status = erase_team(args)
+        print("\n".join(lines), file=sys.stdout if status == 0 else sys.stderr)
+        return status
     elif args.command == "session":
         outcome = lock_session(args.db, args.session_id, args.session_command == "lock")
         print(outcome)

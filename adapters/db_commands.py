@@ -1,7 +1,7 @@
 """`runpoint db prune` and `runpoint db backup`: retention once from the command line, and
 an online copy of a SQLite database (docs/operations.md, "Retention and backups");
-`runpoint db encrypt` and `runpoint db rotate-key`, online (docs/operations.md,
-"Encryption at rest")."""
+`runpoint db encrypt` and `runpoint db rotate-key`, online, and `runpoint team erase`
+(docs/operations.md, "Encryption at rest")."""
 
 from __future__ import annotations
 
@@ -23,10 +23,12 @@ from runpoint.adapters.serving import (
 from runpoint.adapters.settings import DEFAULTS, add_options
 
 if TYPE_CHECKING:
-    from runpoint.seams.storage import Resealed
+    from runpoint.core.keyring import Keyring
+    from runpoint.seams.storage import Resealed, Storage
 
 RETAIN = ("retain_runs", "retain_checkpoints", "retain_events")
 RESEAL_BATCH = 500
+ERASE_BATCH = 50
 
 
 def add_db_commands(db: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,9 +50,17 @@ def add_db_commands(db: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
         )
 
 
-def reseal(args: argparse.Namespace, *, encrypt: bool) -> tuple[list[str], int]:
-    """Seal the stored documents under the keyring's first key (`encrypt`: those in the
-    clear too): a line per row that would not, then what was done, and the exit status."""
+def add_team_commands(team: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    erase = team.add_parser(
+        "erase", help="destroy a team's key, so its stored data never reads again; then remove it"
+    )
+    erase.add_argument("team", help="the team's id")
+    add_options(erase, "db", "encryption_keys")
+    erase.add_argument("--batch", type=int, default=ERASE_BATCH, help="sessions removed at a time")
+
+
+def encrypted(args: argparse.Namespace) -> tuple[Keyring, Storage]:
+    """The keyring, and the storage of `--db` sealing with it (not yet open, `Encrypted`)."""
     from runpoint.seams.host import PluginHost
     from runpoint.seams.storage import Encrypted
 
@@ -65,6 +75,44 @@ def reseal(args: argparse.Namespace, *, encrypt: bool) -> tuple[list[str], int]:
     if not isinstance(storage, Encrypted):
         raise StartupError(f"--db {args.db}: this storage cannot encrypt")
     storage.encrypt_with(keyring)
+    return keyring, storage
+
+
+def erase_team(args: argparse.Namespace) -> tuple[list[str], int]:
+    """Destroy a team's key, then remove its rows a batch at a time (run again after a
+    kill, it erases again and goes on): the lines to print, and the exit status."""
+    from runpoint.seams.storage import ErasesTeams
+
+    _, storage = encrypted(args)
+    if not isinstance(storage, ErasesTeams):
+        raise StartupError(f"--db {args.db}: this storage cannot erase a team")
+
+    async def run() -> list[str]:
+        async with opened(storage, args.db):
+            if not await storage.erase_team(args.team):
+                return []
+            removed = 0
+            while (done := await storage.remove_erased(args.batch)) is not None:
+                removed += done
+        return [
+            f"team {args.team!r} erased: its key is destroyed, so its stored documents can "
+            "never be read again (servers drop the key within seconds)",
+            f"removed its {removed} sessions, with their runs, approvals and schedules",
+        ]
+
+    lines = asyncio.run(run())
+    if not lines:
+        return [f"runpoint team erase: --db {args.db} holds nothing of team {args.team!r}"], 1
+    return lines, 0
+
+
+def reseal(args: argparse.Namespace, *, encrypt: bool) -> tuple[list[str], int]:
+    """Seal the stored documents under the keyring's first key (`encrypt`: those in the
+    clear too): a line per row that would not, then what was done, and the exit status."""
+    from runpoint.seams.storage import Encrypted
+
+    keyring, storage = encrypted(args)
+    assert isinstance(storage, Encrypted)
     check = getattr(args, "check", False)
 
     async def run() -> Resealed:
@@ -74,9 +122,15 @@ def reseal(args: argparse.Namespace, *, encrypt: bool) -> tuple[list[str], int]:
     done = asyncio.run(run())
     key = repr(keyring.current)
     if check:
-        summary = f"{len(done.problems)} stored documents are not under key {key}"
+        summary = (
+            f"{len(done.problems)} stored documents are not under their team's key, or team "
+            f"keys not wrapped under key {key}"
+        )
     else:
-        summary = f"sealed {done.resealed} stored documents under key {key}"
+        summary = (
+            f"wrapped {done.rewrapped} team keys anew under key {key}, and sealed "
+            f"{done.resealed} stored documents under their team's key"
+        )
         if done.problems:
             summary += f"; {len(done.problems)} could not be (listed above)"
         elif encrypt:

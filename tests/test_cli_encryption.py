@@ -59,69 +59,96 @@ async def test_a_bad_keyring_is_one_line_and_exit_2(
     assert err.count("\n") == 1 and said in err, err
 
 
-async def under(database: str, key_id: str) -> int:
-    """How many message rows are sealed under `key_id`."""
+async def team_sealed(database: str) -> int:
+    """How many message rows are sealed under a team key."""
     engine = create_async_engine(async_url(database))
-    header = bytes([1, len(key_id)]) + key_id.encode()
     async with engine.connect() as conn:
-        count = select(func.count()).where(func.substr(messages.c.data, 1, len(header)) == header)
+        count = select(func.count()).where(func.substr(messages.c.data, 1, 1) == bytes([2]))
         found = int((await conn.execute(count)).scalar_one())
     await engine.dispose()
     return found
 
 
-async def test_a_rotation_killed_midway_loses_nothing_and_resumes(
+async def nothing_left(database: str, keys: str) -> None:
+    """`rotate-key --check` finds every document under its team's key, every team key
+    wrapped under the first key of `keys`."""
+    status, out, _ = await runpoint(
+        "db", "rotate-key", "--check", "--db", database, "--encryption-keys", keys
+    )
+    assert status == 0 and out.startswith("0 stored documents"), out
+
+
+async def test_an_encryption_killed_midway_loses_nothing_and_resumes(
     database: str, tmp_path: Path
 ) -> None:
-    async with Runpoint(
-        agents, database=database, keyring=Keyring({"k1": OLD}), schedule=False
-    ) as rp:
-        approval, schedule_id = await paused(rp), await a_schedule(rp, "travel-agent")
+    async with Runpoint(agents, database=database, schedule=False) as rp:
         made = [
             await (
                 await rp.create_run(CreateRun(agent_id="travel-agent", message=f"city {n}"))
             ).result()
             for n in range(RUNS)
         ]
-    both = keys_file(tmp_path / "both", ("k2", NEW), ("k1", OLD))
+    keys = keys_file(tmp_path / "keys", ("k1", OLD))
     process = await asyncio.create_subprocess_exec(
-        COMMAND, "db", "rotate-key", "--db", database, "--encryption-keys", both, "--batch", "1"
+        COMMAND, "db", "encrypt", "--db", database, "--encryption-keys", keys, "--batch", "1"
     )
-    # killed once it reseals messages: the runs done, the messages begun, the rest to do
-    while not await under(database, "k2"):
-        assert process.returncode is None, "the rotation ended before it was killed"
+    # killed once it seals messages: the runs done, the messages begun, the rest to do
+    while not await team_sealed(database):
+        assert process.returncode is None, "the encryption ended before it was killed"
         await asyncio.sleep(0.005)
     process.send_signal(signal.SIGKILL)
     assert await process.wait() == -signal.SIGKILL
 
-    # the old key removed too soon: its rows are the integrity error, and --check names them
-    new_only = keys_file(tmp_path / "new", ("k2", NEW))
     status, out, _ = await runpoint(
-        "db", "rotate-key", "--check", "--db", database, "--encryption-keys", new_only
+        "db", "rotate-key", "--check", "--db", database, "--encryption-keys", keys
     )
-    assert status == 1 and "under key 'k1'" in out
-    async with Runpoint(agents, database=database, keyring=Keyring({"k2": NEW})) as rp:
-        with pytest.raises(Unreadable, match="key 'k1', which the keyring does not hold"):
-            for run in made:
-                await rp.storage.read_messages([Segment(run.run_id, 0)], 9)
-
-    # both keys: every row reads; the rotation run again finishes the rest
-    async with Runpoint(agents, database=database, keyring=Keyring({"k2": NEW, "k1": OLD})) as rp:
+    assert status == 1 and ").data: in the clear" in out
+    # encryption under way: the rows sealed and those in the clear both serve
+    async with Runpoint(agents, database=database, keyring=Keyring({"k1": OLD})) as rp:
         for run in made:
             assert (await rp.get_run(run.run_id)).messages[0].content == run.input
-    status, out, _ = await runpoint("db", "rotate-key", "--db", database, "--encryption-keys", both)
-    assert status == 0 and "the other keys may be removed" in out, out
-    status, out, _ = await runpoint(
-        "db", "rotate-key", "--check", "--db", database, "--encryption-keys", new_only
-    )
-    assert (status, out.strip()) == (0, "0 stored documents are not under key 'k2'")
+    status, out, _ = await runpoint("db", "encrypt", "--db", database, "--encryption-keys", keys)
+    assert status == 0 and "the database is encrypted" in out, out
+    await nothing_left(database, keys)
     async with Runpoint(
-        agents, database=database, keyring=Keyring({"k2": NEW}), schedule=False
+        agents, database=database, keyring=Keyring({"k1": OLD}), schedule=False
     ) as rp:
         for run in made:
             detail = await rp.get_run(run.run_id)
             assert detail.messages[0].content == run.input
             assert detail.run.content == run.content
+
+
+async def test_a_rotation_rewraps_the_team_keys(database: str, tmp_path: Path) -> None:
+    async with Runpoint(
+        agents, database=database, keyring=Keyring({"k1": OLD}), schedule=False
+    ) as rp:
+        approval, schedule_id = await paused(rp), await a_schedule(rp, "travel-agent")
+        run = await (
+            await rp.create_run(CreateRun(agent_id="travel-agent", message="Quito"))
+        ).result()
+    sealed = await team_sealed(database)
+    # the old key removed too soon: the team's rows are the integrity error, --check says so
+    new_only = keys_file(tmp_path / "new", ("k2", NEW))
+    status, out, _ = await runpoint(
+        "db", "rotate-key", "--check", "--db", database, "--encryption-keys", new_only
+    )
+    assert status == 1 and "team_keys(default).wrapped: under key 'k1'" in out, out
+    async with Runpoint(agents, database=database, keyring=Keyring({"k2": NEW})) as rp:
+        with pytest.raises(Unreadable, match="does not unwrap: sealed under key 'k1'"):
+            await rp.storage.read_messages([Segment(run.run_id, 0)], 9)
+
+    both = keys_file(tmp_path / "both", ("k2", NEW), ("k1", OLD))
+    status, out, _ = await runpoint("db", "rotate-key", "--db", database, "--encryption-keys", both)
+    assert status == 0 and "wrapped 1 team keys anew under key 'k2'" in out, out
+    assert "the other keys may be removed" in out
+    assert await team_sealed(database) == sealed  # no document was rewritten
+    await nothing_left(database, new_only)
+    async with Runpoint(
+        agents, database=database, keyring=Keyring({"k2": NEW}), schedule=False
+    ) as rp:
+        detail = await rp.get_run(run.run_id)
+        assert detail.messages[0].content == "Quito"
         assert (await rp.approvals.get(approval.id)).calls == approval.calls
         assert (await rp.schedules.get(schedule_id)).message == SECRETS[4]
 
@@ -136,7 +163,7 @@ async def test_db_encrypt_seals_what_was_in_the_clear(database: str, tmp_path: P
     keys = keys_file(tmp_path / "keys", ("k1", OLD))
     status, out, _ = await runpoint("db", "encrypt", "--db", database, "--encryption-keys", keys)
     assert status == 0 and "the database is encrypted" in out, out
-    assert await under(database, "k1") == messages_in_all
+    assert await team_sealed(database) == messages_in_all
     # encryption done: a row still in the clear would be refused
     async with Runpoint(
         agents, database=database, keyring=Keyring({"k1": OLD}), schedule=False

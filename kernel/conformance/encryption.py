@@ -18,7 +18,7 @@ from runpoint.core.types import (
     SessionCheckpointStatus,
     ToolCall,
 )
-from runpoint.seams.storage import Encrypted, Storage
+from runpoint.seams.storage import Encrypted, ErasesTeams, Storage
 
 ENCRYPTION = Capability.ENCRYPTION
 SAID = "what a user typed"
@@ -89,4 +89,30 @@ async def rows_under_a_key_not_held_are_refused(store: Storage, other: Storage) 
         raise AssertionError("a row sealed under a key the backend lacks was served")
     assert isinstance(other, Encrypted)
     listed = (await other.reseal(encrypt=False, check=True, batch=10)).problems
-    assert f"runs({run.run_id}).state: under key 'key-0'" in listed, listed
+    # the run's rows, or the key they are sealed under (a team key, wrapped under key-0)
+    assert any("under key 'key-0'" in row for row in listed), listed
+
+
+@check(ENCRYPTION)
+async def an_erased_teams_rows_never_open_again(store: Storage) -> None:
+    if not isinstance(store, ErasesTeams):  # optional
+        return
+    team = build.fresh("team")
+    ours = build.session(team_id=team)
+    run = build.run(ours, message_count=1)
+    await store.create_sessions([ours], [run], {run.run_id: [Message("user", SAID)]})
+    said = [Message("user", SAID)]
+    _, others = await build.started(store, said)
+    assert not await store.erase_team(build.fresh("team"))  # nothing of it is stored
+    assert await store.erase_team(team)
+    for read in (store.get_run(run.run_id), build.transcript(store, run)):
+        try:
+            await read
+        except Unreadable:
+            continue
+        raise AssertionError("a row sealed under an erased team's key was served")
+    while await store.remove_erased(1) is not None:
+        pass
+    assert await store.get_run(run.run_id) is None
+    assert await store.get_session(ours.session_id) is None
+    assert await build.transcript(store, others) == said

@@ -3,15 +3,24 @@ opens. A sealed document is `MAGIC`, its key id's length and the id, a 12-byte n
 the ciphertext and its tag; the associated data a storage gives (the row's table, key and
 column) binds it to its row, so a ciphertext copied onto another row fails to open.
 
-A document kept in the clear is JSON, which never starts with `MAGIC`: the two are told
-apart by their first byte."""
+A document sealed under a team's data key (`TeamKeys`) has the same layout behind
+`TEAM_MAGIC`, the team key's id in place of the keyring key's. A team key is random, kept
+wrapped (sealed) by the keyring's first key where the storage keeps it, so deleting that
+wrapped copy makes the team's documents unopenable for good (crypto-shredding), and a new
+keyring key only re-wraps the team keys.
+
+A document kept in the clear is JSON, which never starts with `MAGIC` or `TEAM_MAGIC`:
+they are told apart by their first byte."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import os
-from collections.abc import Mapping
+import secrets
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
+from typing import Any
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -19,6 +28,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from runpoint.core.errors import ConfigurationError
 
 MAGIC = 0x01
+TEAM_MAGIC = 0x02
+_TEAM = bytes([TEAM_MAGIC])
+_NONE = b"\xff"  # the start of no document
 KEY_BYTES = 32
 _NONCE = 12
 
@@ -86,13 +98,109 @@ class Keyring:
             raise Unopened("failed authentication (altered, or another row's)") from None
 
 
-def _header(key_id: str) -> bytes:
-    return bytes([MAGIC, len(key_id.encode())]) + key_id.encode()
+def _header(key_id: str, magic: int = MAGIC) -> bytes:
+    return bytes([magic, len(key_id.encode())]) + key_id.encode()
+
+
+class TeamKeys:
+    """The teams' data keys a process holds, unwrapped: one a team at a time (a new one
+    for a team means its last was erased). Seals a team's documents under its key, and
+    opens a document under the team key its header names."""
+
+    def __init__(self, keyring: Keyring) -> None:
+        self.keyring = keyring
+        self._ciphers: dict[bytes, AESGCM] = {}  # by header
+        self._teams: dict[str, bytes] = {}  # team -> the header of its key
+        self._refused: dict[bytes, str] = {}  # headers that will not open, and why
+        self._last = _NONE  # the header of a key held or refused, met last by `missing`
+
+    def held(self, team: str) -> bool:
+        return team in self._teams
+
+    @staticmethod
+    def new() -> tuple[str, bytes]:
+        """A new team key: its id and the key itself."""
+        return secrets.token_hex(8), AESGCM.generate_key(bit_length=256)
+
+    def wrap(self, team: str, key_id: str, key: bytes) -> bytes:
+        return self.keyring.seal(key, _wrapping(team, key_id))
+
+    def unwrap(self, team: str, key_id: str, wrapped: bytes) -> bytes:
+        return self.keyring.open(wrapped, _wrapping(team, key_id))
+
+    def hold(self, team: str, key_id: str, wrapped: bytes) -> None:
+        """Hold `team`'s key (from its stored, wrapped copy), in place of any it had."""
+        self.drop(team)
+        header = _header(key_id, TEAM_MAGIC)
+        try:
+            self._ciphers[header] = AESGCM(self.unwrap(team, key_id, wrapped))
+        except Unopened as exc:
+            self._refused[header] = f"its team key {key_id!r} does not unwrap: {exc}"
+            return
+        self._teams[team] = header
+
+    def refused(self, key_id: str) -> str:
+        """Why the team key `key_id` is not held."""
+        return self._refused.get(_header(key_id, TEAM_MAGIC), "not held")
+
+    def drop(self, team: str) -> None:
+        if (header := self._teams.pop(team, None)) is not None:
+            self._ciphers.pop(header, None)
+            self._last = _NONE
+
+    def erased(self, key_ids: Iterable[str]) -> None:
+        """These keys are gone from the storage: their documents never open again."""
+        for key_id in key_ids:
+            header = _header(key_id, TEAM_MAGIC)
+            self._ciphers.pop(header, None)
+            self._refused[header] = f"sealed under team key {key_id!r}, which was erased"
+
+    def missing(self, rows: Iterable[Sequence[Any]], positions: Sequence[int]) -> set[str]:
+        """The ids of the team keys that the documents at `positions` of `rows` are sealed
+        under and that this process neither holds nor knows to be gone."""
+        found = set()
+        for i in positions:
+            column = [row[i] for row in rows]
+            # most reads: every document under the key met last (a read is mostly one
+            # team's), told in C, document by document
+            if all(map(bytes.startswith, filter(None, column), repeat(self._last))):
+                continue
+            for value in column:
+                if value.__class__ is bytes and value[:1] == _TEAM:
+                    header = value[: 2 + value[1]]
+                    if header in self._ciphers or header in self._refused:
+                        self._last = header
+                    else:
+                        found.add(header[2:].decode(errors="replace"))
+        return found
+
+    def seal(self, team: str, plain: bytes, aad: bytes) -> bytes:
+        header = self._teams[team]  # the storage holds the key of a team before it writes
+        nonce = os.urandom(_NONCE)
+        return header + nonce + self._ciphers[header].encrypt(nonce, plain, aad)
+
+    def open(self, sealed: bytes, aad: bytes) -> bytes:
+        start = 2 + sealed[1]
+        header = sealed[:start]
+        if (cipher := self._ciphers.get(header)) is None:
+            why = self._refused.get(header)
+            key_id = header[2:].decode(errors="replace")
+            raise Unopened(why or f"sealed under team key {key_id!r}, which is not held")
+        try:
+            return cipher.decrypt(sealed[start : start + _NONCE], sealed[start + _NONCE :], aad)
+        except InvalidTag:
+            raise Unopened("failed authentication (altered, or another row's)") from None
+
+
+def _wrapping(team: str, key_id: str) -> bytes:
+    """The associated data of a wrapped team key: it opens as this team's, this key's."""
+    return "\x00".join(("team_keys", team, key_id)).encode()
 
 
 def key_id_of(stored: bytes) -> str | None:
-    """The id of the key a document is sealed under; None if it is in the clear."""
-    if not stored or stored[0] != MAGIC:
+    """The id of the key a document is sealed under (a team key's too); None if it is in
+    the clear."""
+    if not stored or stored[0] not in (MAGIC, TEAM_MAGIC):
         return None
     return bytes(stored[2 : 2 + stored[1]]).decode(errors="replace")
 

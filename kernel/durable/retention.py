@@ -14,7 +14,9 @@ Each sweep also removes answered Idempotency-Keys first claimed longer than `key
 ago (a schedule's tick adds one), in transactions of `KEY_BATCH` at most: a retry of a
 request that old makes a new run. Nothing else reads an old key again: a schedule's tick
 fires within a grace of its time, and one found late is checked against the runs the
-schedule recorded (see runpoint.durable.schedules); claims not answered stay.
+schedule recorded (see runpoint.durable.schedules); claims not answered stay. And it goes
+on removing the rows of teams erased (`runpoint team erase` begins that; one it left midway,
+killed, ends here), `ERASED_BATCHES` transactions of `ERASED_SESSIONS` sessions at most.
 
 Processes take turns through a claim on one Idempotency-Key (scope `runpoint`), held
 under a lease while a sweep goes: a process that died mid-sweep leaves a claim that runs
@@ -32,12 +34,13 @@ from runpoint.durable import SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.periodic import Periodic
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Removed, Retention
-from runpoint.seams.storage import Storage
+from runpoint.seams.storage import ErasesTeams, Storage
 
 log = logging.getLogger("runpoint.retention")
 CLAIM_SCOPE, CLAIM_KEY = "runpoint", "retention-sweep"
 KEY_BATCH = 1000  # answered keys a transaction removes at most
 KEY_BATCHES = 20  # transactions of keys a sweep takes at most (20,000 a minute by default)
+ERASED_SESSIONS, ERASED_BATCHES = 20, 10  # an erased team's sessions a sweep removes
 
 
 class Sweeper(Periodic):
@@ -88,6 +91,7 @@ class Sweeper(Periodic):
         removed = await self._sweep_runs(dry_run) if self.removes_runs else Removed()
         if not dry_run:
             removed.keys = await self._remove_keys()
+            removed.sessions += await self._remove_erased()
             removed.reclaimed = await self.storage.reclaim_space(self.reclaim_pages)
         return removed
 
@@ -99,6 +103,16 @@ class Sweeper(Periodic):
             gone += (took := await self.storage.remove_answered_keys(before, KEY_BATCH))
             if took < KEY_BATCH:
                 break
+        return gone
+
+    async def _remove_erased(self) -> int:
+        if not isinstance(self.storage, ErasesTeams):
+            return 0
+        gone = 0
+        for _ in range(ERASED_BATCHES):
+            if (took := await self.storage.remove_erased(ERASED_SESSIONS)) is None:
+                break
+            gone += took
         return gone
 
     async def _sweep_runs(self, dry_run: bool) -> Removed:

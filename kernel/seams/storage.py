@@ -335,12 +335,14 @@ class Diagnosed(Protocol):
 
 
 class Resealed(NamedTuple):
-    """What a pass over the stored documents did: rows it sealed anew under the keyring's
-    first key, and the rows it could not (each `table(key).column: why`), or with
-    `check`, the rows that are not under that key."""
+    """What a pass over the stored documents did: rows it sealed anew (under their team's
+    key, or the keyring's first), and the rows it could not (each `table(key).column:
+    why`), or with `check`, the rows that are not under that key; and the team keys it
+    wrapped anew under the keyring's first key."""
 
     resealed: int
     problems: list[str]
+    rewrapped: int = 0
 
 
 @runtime_checkable
@@ -362,6 +364,23 @@ class Encrypted(Protocol):
         batches that each commit (online: a row written meanwhile is left as written);
         with `encrypt`, rows in the clear too, and the database is then recorded as
         encrypted once none is left. With `check`, change nothing: list them."""
+
+
+@runtime_checkable
+class ErasesTeams(Protocol):
+    """Optional, for an `Encrypted` backend that seals each team's documents under a key
+    of the team's own (crypto-shredding): `runpoint team erase`."""
+
+    async def erase_team(self, team: str) -> bool:
+        """Delete `team`'s key, so what was sealed under it never opens again, and record
+        the erasure (every process drops the key within seconds); False if the backend
+        holds nothing of the team. The team's next write gets a new key."""
+
+    async def remove_erased(self, batch: int) -> int | None:
+        """Delete a batch of rows of an erased team made before its erasure (`batch`
+        sessions, with their runs): how many sessions, 0 if a team's erasure just ended,
+        None once no erasure is left to do. Each batch commits: a removal killed midway
+        goes on where it stopped."""
 
 
 # A storage backend is built from a database URL.

@@ -10,6 +10,7 @@ import msgspec
 from sqlalchemy import delete, exists, func, or_, select, update
 
 from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, RunStatus
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import approvals, runs
@@ -18,6 +19,7 @@ from runpoint.plugins.sql.sealing import Codec, readable
 _decode = msgspec.json.Decoder(Approval).decode
 _c = approvals.c
 _ROWS = (_c.id, _c.data)  # the key each document is sealed under, and the document
+_DOCUMENTS = select(*_ROWS)
 _newer = approvals.alias("newer")
 _STALE = (
     select(*_ROWS)
@@ -39,6 +41,7 @@ class SqlApprovals:
     db: Database
 
     async def add_approval(self, approval: Approval) -> bool:
+        await team_keys.hold(self.db, approval.team_id)
         async with self.db.write() as conn:
             added = await conn.execute(
                 self.db.insert_new(approvals).values(
@@ -94,7 +97,9 @@ class SqlApprovals:
             found = (await conn.execute(self.db.locking(select(*_ROWS).where(pending)))).all()
             if not found:
                 return None
+            await team_keys.load_of(self.db, found, _DOCUMENTS)  # read by `conn`, not `db.read`
             approval = _opened(self.db.codec, found[0])
+            await team_keys.hold(self.db, approval.team_id)
             approval.settle(status, resolved_by, resolution_data)
             settled = await conn.execute(
                 update(approvals)
@@ -124,7 +129,9 @@ class SqlApprovals:
 
 # module functions, not methods: SqlStorage mixes every Sql* class into one namespace
 def _sealed(codec: Codec, approval: Approval) -> bytes:
-    return codec.seal(document(approval), approvals.name, "data", approval.id)
+    return codec.seal(
+        document(approval), approvals.name, "data", approval.id, team=approval.team_id
+    )
 
 
 def _opened(codec: Codec, row: Sequence[Any]) -> Approval:

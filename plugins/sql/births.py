@@ -54,7 +54,9 @@ def births(
                     "run_id": run.run_id,
                     "idx": first + n,
                     "role": m.role,
-                    "data": codec.seal(document(m), messages.name, "data", run.run_id, first + n),
+                    "data": codec.seal(
+                        document(m), messages.name, "data", run.run_id, first + n, team=run.team_id
+                    ),
                     "event_seq": place + n,
                 }
                 for n, m in enumerate(new)

@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.core.group_commit import GroupCommit
 from runpoint.core.types import Run
-from runpoint.plugins.sql import migrate
+from runpoint.plugins.sql import migrate, team_keys
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import compiled
@@ -62,11 +62,19 @@ class Database(abc.ABC):
         (none here: PostgreSQL's autovacuum makes freed space reusable)."""
         return 0
 
+    async def wipe(self) -> None:
+        """Leave no old copy of deleted rows where this process can reach (SQLite's WAL);
+        PostgreSQL keeps dead rows until vacuumed, and its WAL, out of reach."""
+        return None
+
     async def read(self, statement: Select[Any], params: Mapping[str, Any] = {}) -> Sequence[Any]:
         """The rows of one read (`params`: values of its bind parameters), each a sequence
-        of its values."""
+        of its values; with a keyring, the team keys their documents are sealed under
+        held)."""
         read = compiled(statement, self.dialect)
-        return await self.fetch(read.sql, read.parameters(params))
+        rows = await self.fetch(read.sql, read.parameters(params))
+        await team_keys.load_of(self, rows, statement)  # a key another made, or erased
+        return rows
 
     @abc.abstractmethod
     async def fetch(self, sql: str, parameters: tuple[Any, ...]) -> Sequence[Sequence[Any]]:

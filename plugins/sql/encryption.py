@@ -3,7 +3,12 @@
 Whether rows in the clear may still be read is the database's to say, in its `secrets`
 row `UNDER_WAY`: recorded when a keyring first opens a database that holds runs or
 schedules (or when `runpoint db encrypt` starts), removed when a pass of `reseal` found
-none left. A server reads it at start and, while it stands, every `WATCH_SECONDS`."""
+none left. A server reads it at start and, while it stands, every `WATCH_SECONDS`; as often,
+it looks for teams erased by another process, and drops their keys (plugins/sql/team_keys.py).
+
+`reseal` re-wraps the team keys under the keyring's first key (a row a team: cheap), then
+seals under its team's key every document that is not (in the clear, or sealed straight
+under a keyring key before team keys were), the team found from the row's session."""
 
 from __future__ import annotations
 
@@ -12,11 +17,13 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, delete, select, tuple_, update
+from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, select, tuple_, update
 
-from runpoint.core.keyring import Keyring, Unopened, key_id_of
+from runpoint.core.keyring import TEAM_MAGIC, Keyring, TeamKeys, Unopened, key_id_of
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
-from runpoint.plugins.sql.schema import metadata, runs, schedules, secrets
+from runpoint.plugins.sql.schema import metadata, runs, schedules, secrets, sessions
+from runpoint.plugins.sql.schema import team_keys as team_keys_table
 from runpoint.plugins.sql.sealing import SEALED, UNDER_WAY, Codec, SealedColumns, aad
 from runpoint.seams.storage import Resealed
 
@@ -48,8 +55,8 @@ class SqlEncryption:
             if first.rowcount and await conn.scalar(held) is not None:
                 await conn.execute(self.db.insert_new(secrets).values(name=UNDER_WAY, value=b""))
         self.db.codec.clear_ok = await self._under_way()
-        if self.db.codec.clear_ok:
-            self._watch = asyncio.create_task(self._watching())
+        self._erased = await team_keys.load_all(self.db)
+        self._watch = asyncio.create_task(self._watching())
 
     async def stop_watching(self) -> None:
         if self._watch is not None:
@@ -58,26 +65,34 @@ class SqlEncryption:
                 await self._watch
 
     async def _watching(self) -> None:
-        while self.db.codec.clear_ok:
+        while True:
             await asyncio.sleep(WATCH_SECONDS)
             with contextlib.suppress(Exception):  # an outage: ask again next time
-                self.db.codec.clear_ok = await self._under_way()
+                if self.db.codec.clear_ok:
+                    self.db.codec.clear_ok = await self._under_way()
+                erased, self._erased = self._erased, await team_keys.erasures(self.db)
+                team_keys.forget(
+                    self.db, [t for t, at in self._erased.items() if erased.get(t) != at]
+                )
 
     async def _under_way(self) -> bool:
         return bool(await self.db.read(select(secrets.c.name).where(_UNDER_WAY)))
 
     async def reseal(self, *, encrypt: bool, check: bool, batch: int) -> Resealed:
-        keyring = self.db.codec.keyring
-        if keyring is None:
+        keyring, teams = self.db.codec.keyring, self.db.codec.teams
+        if keyring is None or teams is None:
             raise ValueError("resealing needs a keyring")
         if encrypt and not check:
             async with self.db.write() as conn:
                 await conn.execute(self.db.insert_new(secrets).values(name=UNDER_WAY, value=b""))
         clear_ok = encrypt or await self._under_way()
-        done, problems = 0, []
+        rewrapped, problems = await _rewrap(self.db, teams, check)
+        done = 0
         for sealed in SEALED:
             async for rows in _pages(self.db, sealed, batch):
-                resealed, found = _resealed(keyring, sealed, rows, clear_ok, check)
+                if not check:
+                    await team_keys.hold(self.db, *{row[-1] for row in rows} - {None})
+                resealed, found = _resealed(teams, sealed, rows, clear_ok, check)
                 problems += found
                 if resealed:
                     async with self.db.write() as conn:
@@ -88,15 +103,52 @@ class SqlEncryption:
         if encrypt and not check and not problems:
             async with self.db.write() as conn:
                 await conn.execute(delete(secrets).where(_UNDER_WAY))
-        return Resealed(done, problems)
+        return Resealed(done, problems, rewrapped)
+
+
+async def _rewrap(db: Database, teams: TeamKeys, check: bool) -> tuple[int, list[str]]:
+    """Wrap anew under the keyring's first key every team key that is not (each row
+    compare-and-set, as documents are): how many, and the keys that would not unwrap (with
+    `check`: those not under it, and none rewrapped)."""
+    k = team_keys_table.c
+    done, problems = 0, []
+    for team, key_id, wrapped in await db.read(select(k.team_id, k.key_id, k.wrapped)):
+        if key_id_of(wrapped) == teams.keyring.current:
+            continue
+        if check:
+            problems.append(f"team_keys({team}).wrapped: under key {key_id_of(wrapped)!r}")
+            continue
+        try:
+            new = teams.wrap(team, key_id, teams.unwrap(team, key_id, wrapped))
+        except Unopened as exc:
+            problems.append(f"team_keys({team}).wrapped: {exc}")
+            continue
+        async with db.write() as conn:
+            same = (k.team_id == team) & (k.wrapped == wrapped)
+            done += (
+                await conn.execute(update(team_keys_table).where(same).values(wrapped=new))
+            ).rowcount
+    return done, problems
+
+
+def _team(table: Table) -> Any:
+    """The team of a row of `table`: its own column, or its session's, or its run's."""
+    if "team_id" in table.c:
+        return table.c.team_id
+    s = sessions.c
+    if "session_id" in table.c:
+        return select(s.team_id).where(s.session_id == table.c.session_id).scalar_subquery()
+    of_run = select(s.team_id).join_from(runs, sessions, runs.c.session_id == s.session_id)
+    return of_run.where(runs.c.run_id == table.c.run_id).scalar_subquery()
 
 
 async def _pages(db: Database, sealed: SealedColumns, batch: int) -> Any:
-    """The rows of a table (its key, then its sealed columns), `batch` at a time, in key
-    order: each page read apart, so writers go on between them."""
+    """The rows of a table (its key, its sealed columns, then its team), `batch` at a
+    time, in key order: each page read apart, so writers go on between them."""
     table = metadata.tables[sealed.table]
     key = [table.c[k] for k in sealed.key]
-    query = select(*key, *(table.c[c] for c in sealed.columns)).order_by(*key).limit(batch)
+    columns = (table.c[c] for c in sealed.columns)
+    query = select(*key, *columns, _team(table)).order_by(*key).limit(batch)
     after: Sequence[Any] | None = None
     while True:
         page = query if after is None else query.where(_past(key, after))
@@ -114,27 +166,33 @@ def _past(key: list[Any], after: Sequence[Any]) -> ColumnElement[bool]:
 
 
 def _resealed(
-    keyring: Keyring,
+    teams: TeamKeys,
     sealed: SealedColumns,
     rows: Sequence[Sequence[Any]],
     clear_ok: bool,
     check: bool,
 ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-    """The new values of a page's columns not under the keyring's first key (by column,
-    each with the row's key and the value it replaces), and the rows that would not open
-    (with `check`: all those rows, and no new values)."""
+    """The new values of a page's columns not under their team's key (by column, each
+    with the row's key and the value it replaces), and the rows that would not open (with
+    `check`: all those rows, and no new values). A row whose team is not found (a gone
+    run's, kept for a fork that reads it) goes under the keyring's first key."""
+    keyring = teams.keyring
     resealed: dict[str, list[dict[str, Any]]] = {}
     problems: list[str] = []
     n = len(sealed.key)
     for row in rows:
-        key = tuple(row[:n])
-        for column, stored in zip(sealed.columns, row[n:], strict=True):
+        key, team = tuple(row[:n]), row[-1]
+        for column, stored in zip(sealed.columns, row[n:-1], strict=True):
             key_id = None if stored is None else key_id_of(stored)
-            if stored is None or key_id == keyring.current:
+            if stored is None or stored[0] == TEAM_MAGIC:
+                continue
+            if team is None and key_id == keyring.current:
                 continue
             name = f"{sealed.table}({', '.join(map(str, key))}).{column}"
             if check:
-                under = "in the clear" if key_id is None else f"under key {key_id!r}"
+                under = (
+                    "in the clear" if key_id is None else f"under key {key_id!r}, not its team key"
+                )
                 problems.append(f"{name}: {under}")
                 continue
             associated = aad(sealed.table, column, key)
@@ -148,7 +206,13 @@ def _resealed(
                 continue
             values = {f"k{i}": k for i, k in enumerate(key)}
             resealed.setdefault(column, []).append(
-                values | {"old": stored, "new": keyring.seal(plain, associated)}
+                values
+                | {
+                    "old": stored,
+                    "new": keyring.seal(plain, associated)
+                    if team is None
+                    else teams.seal(team, plain, associated),
+                }
             )
     return resealed, problems
 

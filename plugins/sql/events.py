@@ -21,6 +21,7 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import Message, Run, RunEvent
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import checkpoints, messages, run_events
@@ -93,15 +94,16 @@ NOTHING = Written()  # an append between boundaries: no rows written with its ev
 
 
 def event_rows(
-    run_id: str, events: Sequence[RunEvent], codec: Codec, written: Written = NOTHING
+    run: Run, events: Sequence[RunEvent], codec: Codec, written: Written = NOTHING
 ) -> list[tuple[int, bytes]]:
-    """The row (last seq, document) of a batch of `run_id`'s events, as `run_events` keeps
+    """The row (last seq, document) of a batch of `run`'s events, as `run_events` keeps
     it; none for no events."""
     if not events:
         return []
     results = {m.tool_call_id: (i, m) for i, m in written.messages if m.role == "tool"}
     batch = _pack(_encode([lean(e, written.checkpoint, results) for e in events]))
-    return [(events[-1].seq, codec.seal(batch, run_events.name, "data", run_id, events[-1].seq))]
+    last = events[-1].seq
+    return [(last, codec.seal(batch, run_events.name, "data", run.run_id, last, team=run.team_id))]
 
 
 def _pack(batch: bytes) -> bytes:
@@ -151,10 +153,11 @@ def _plain(stored: Plain) -> Plain:
 
 
 async def inline_checkpoints(
-    conn: AsyncConnection, codec: Codec, run_id: str, indexes: Collection[int]
+    conn: AsyncConnection, codec: Codec, run_id: str, team: str, indexes: Collection[int]
 ) -> None:
-    """Put the checkpoints of `run_id` at `indexes` back into the events that left them out,
-    in `conn`'s transaction: they are about to be deleted, and their events stay."""
+    """Put the checkpoints of `run_id` (of `team`, its key held) at `indexes` back into the
+    events that left them out, in `conn`'s transaction: they are about to be deleted, and
+    their events stay."""
     e, c = run_events.c, checkpoints.c
     found = await conn.execute(
         select(c.message_index, c.data).where(c.run_id == run_id, c.message_index.in_(indexes))
@@ -172,7 +175,7 @@ async def inline_checkpoints(
         kept = [
             s if s.message is not None or s.checkpoint is not None else _plain(s) for s in batch
         ]
-        sealed = codec.seal(_pack(_encode(kept)), run_events.name, "data", run_id, last)
+        sealed = codec.seal(_pack(_encode(kept)), run_events.name, "data", run_id, last, team=team)
         await conn.execute(
             update(run_events).where(e.run_id == run_id, e.seq == last).values(data=sealed)
         )
@@ -182,7 +185,8 @@ class SqlEvents:
     db: Database
 
     async def append_events(self, run: Run, events: Sequence[RunEvent]) -> bool:
-        rows = event_rows(run.run_id, events, self.db.codec)
+        await team_keys.hold(self.db, run.team_id)
+        rows = event_rows(run, events, self.db.codec)
         return await self.db.appends.submit(Append(run, rows))
 
     async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:

@@ -18,6 +18,7 @@ from runpoint.plugins.sql.erase import (
     erase,
     read_ranges,
 )
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.events import inline_checkpoints
 from runpoint.plugins.sql.locks import lock_session
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, readable_runs
@@ -84,6 +85,8 @@ class SqlRetention:
         return removed
 
     async def trim_checkpoints(self, run_id: str, keep: int, *, dry_run: bool = False) -> Removed:
+        # the key is held before the write: its first use may write it
+        team = await team_keys.hold_for(self.db, team_keys.OF_RUN, run_id) or ""
         async with self._writing(dry_run) as (conn, removed):
             of_run = select(runs.c.session_id, runs.c.status).where(runs.c.run_id == run_id)
             found = (await conn.execute(of_run)).first()
@@ -105,7 +108,7 @@ class SqlRetention:
                 m for m in marks if m not in kept and not any(lo < m <= hi for lo, hi in read)
             ]
             if doomed:
-                await inline_checkpoints(conn, self.db.codec, run_id, doomed)
+                await inline_checkpoints(conn, self.db.codec, run_id, team, doomed)
                 removed.checkpoints, removed.size = await delete_rows(
                     conn, checkpoints, (c.run_id == run_id) & c.message_index.in_(doomed)
                 )

@@ -71,7 +71,7 @@ _decode_state = msgspec.json.Decoder(RunState).decode
 
 def state_document(run: Run, codec: Codec) -> bytes:
     state = document(RunState(**{name: getattr(run, name) for name in STATE_FIELDS}))
-    return codec.seal(state, runs.name, "state", run.run_id)
+    return codec.seal(state, runs.name, "state", run.run_id, team=run.team_id)
 
 
 def run_row(run: Run, codec: Codec) -> dict[str, Any]:
@@ -81,7 +81,7 @@ def run_row(run: Run, codec: Codec) -> dict[str, Any]:
         "session_id": run.session_id,
         "status": run.status.value,
         **{name: getattr(run, name) for name in COLUMN_FIELDS},
-        "data": codec.seal(document(run), runs.name, "data", run.run_id),
+        "data": codec.seal(document(run), runs.name, "data", run.run_id, team=run.team_id),
         "state": state_document(run, codec),
     }
 

@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from runpoint.core import transcript
 from runpoint.core.errors import NotFound
 from runpoint.core.types import KeyAnswer, Message, Run
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.births import read_rows
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.idempotency import record_answer
@@ -86,6 +87,7 @@ class SqlRuns:
         *,
         answering: KeyAnswer | None = None,
     ) -> None:
+        await team_keys.hold(self.db, *(r.team_id for r in runs))
         async with self.db.write() as conn:
             await record_answer(conn, answering)
             for session_id in sorted({r.session_id for r in runs}):
@@ -96,6 +98,7 @@ class SqlRuns:
     async def start_in_session(
         self, run: Run, incoming: Sequence[Message] = (), *, answering: KeyAnswer | None = None
     ) -> Run:
+        await team_keys.hold(self.db, run.team_id)
         async with self.db.write() as conn:
             await record_answer(conn, answering)
             await _lock_live_session(self.db, conn, run.session_id)

@@ -11,6 +11,7 @@ from sqlalchemy import and_, bindparam, delete, or_, select, update
 
 from runpoint.core.schedule import UNFINISHED, Schedule, ScheduleRun
 from runpoint.core.types import RunStatus
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs, schedule_runs, schedules
@@ -76,6 +77,7 @@ class SqlSchedules:
     db: Database
 
     async def put_schedule(self, schedule: Schedule) -> None:
+        await team_keys.hold(self.db, schedule.team_id)
         row = {
             "team_id": schedule.team_id,
             "created_at": schedule.created_at,
@@ -83,7 +85,11 @@ class SqlSchedules:
             "next_run_at": schedule.next_run_at,
             "claimed_until": None,  # re-armed, perhaps: any process may take it now
             "data": self.db.codec.seal(
-                document(schedule), schedules.name, "data", schedule.schedule_id
+                document(schedule),
+                schedules.name,
+                "data",
+                schedule.schedule_id,
+                team=schedule.team_id,
             ),
         }
         async with self.db.write() as conn:

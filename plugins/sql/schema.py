@@ -175,6 +175,27 @@ secrets = Table(
     Column("value", LargeBinary, nullable=False),
 )
 
+# Each team's data key (see plugins/sql/team_keys.py), wrapped (sealed) by the keyring's
+# first key: the documents of the team's rows are sealed under it. `runpoint team erase`
+# deletes the row, so those documents can never be opened again (migration 0021).
+team_keys = Table(
+    "team_keys",
+    metadata,
+    Column("team_id", Text, primary_key=True),
+    Column("key_id", String(32), nullable=False, unique=True),
+    Column("wrapped", LargeBinary, nullable=False),
+)
+
+# Teams erased (their keys deleted): until `removed`, their rows made before `erased_at`
+# are still being deleted, in batches (migration 0021).
+team_erasures = Table(
+    "team_erasures",
+    metadata,
+    Column("team_id", Text, primary_key=True),
+    Column("erased_at", Float, nullable=False),
+    Column("removed", Boolean, nullable=False, server_default=false()),
+)
+
 # Captures of whole sessions; `seq` orders them (newest first, keyset pages).
 session_checkpoints = Table(
     "session_checkpoints",

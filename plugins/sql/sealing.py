@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 from runpoint.core.errors import Unreadable
-from runpoint.core.keyring import MAGIC, Keyring, Unopened, key_id_of
+from runpoint.core.keyring import MAGIC, TEAM_MAGIC, Keyring, TeamKeys, Unopened, key_id_of
 from runpoint.plugins.sql.schema import (
     approvals,
     checkpoints,
@@ -72,6 +72,8 @@ class Codec:
 
     def __init__(self, keyring: Keyring | None = None) -> None:
         self.keyring = keyring
+        # each team's documents are sealed under its own key (see plugins/sql/team_keys.py)
+        self.teams = None if keyring is None else TeamKeys(keyring)
         self.clear_ok = False  # `runpoint db encrypt` is under way: rows in the clear serve
         self.failures = 0  # rows refused since start (see /metrics)
         self.opened = Opened()
@@ -99,19 +101,21 @@ class Codec:
             self.opened.keep(key, stored, document)  # in place of the row's last, if any
         return document
 
-    def seal(self, document: bytes, table: str, column: str, *key: object) -> bytes:
-        if self.keyring is None:
+    def seal(self, document: bytes, table: str, column: str, *key: object, team: str) -> bytes:
+        if self.teams is None:
             return document
-        return self.keyring.seal(document, aad(table, column, key))
+        return self.teams.seal(team, document, aad(table, column, key))
 
     def open(self, stored: bytes, table: str, column: str, *key: object) -> bytes:
-        if self.keyring is None:
-            if stored[:1] == _SEALED:
+        if self.keyring is None or self.teams is None:
+            if stored[:1] in _SEALED:
                 raise self._refused(table, key, column, "sealed, and no keyring was given")
             return stored
-        if self.clear_ok and stored[:1] != _SEALED:
+        if self.clear_ok and stored[:1] not in _SEALED:
             return stored
         try:
+            if stored[:1] == _TEAM_SEALED:
+                return self.teams.open(stored, aad(table, column, key))
             return self.keyring.open(stored, aad(table, column, key))
         except Unopened as exc:
             raise self._refused(table, key, column, str(exc)) from None
@@ -158,5 +162,6 @@ def readable(rows: Iterable[Row], decode: Callable[[Row], Decoded]) -> list[Deco
     return found
 
 
-_SEALED = bytes([MAGIC])
+_TEAM_SEALED = bytes([TEAM_MAGIC])
+_SEALED = (bytes([MAGIC]), _TEAM_SEALED)
 __all__ = ["SEALED", "UNDER_WAY", "Codec", "aad", "key_id_of", "readable"]

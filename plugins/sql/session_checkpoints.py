@@ -7,6 +7,7 @@ from sqlalchemy import bindparam, delete, insert, select, update
 
 from runpoint.core import transcript
 from runpoint.core.types import SessionCapture, SessionCheckpoint, SessionCheckpointStatus
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.births import reads_of
 from runpoint.plugins.sql.database import NO_END, Database
 from runpoint.plugins.sql.documents import document
@@ -43,6 +44,8 @@ class SqlSessionCheckpoints:
         self, checkpoint: SessionCheckpoint, capture: bytes | None, owner: str | None
     ) -> bool:
         row = _c.checkpoint_id == checkpoint.checkpoint_id
+        session_id = checkpoint.session_id
+        team = await team_keys.hold_for(self.db, team_keys.OF_SESSION, session_id)
         async with self.db.write() as conn:
             data = await conn.scalar(self.db.locking(select(_c.data).where(row)))
             stored = None if data is None else _decode_checkpoint(data)
@@ -55,7 +58,15 @@ class SqlSessionCheckpoints:
                 .where(row)
                 .values(
                     data=document(checkpoint),
-                    capture=None if capture is None else self._seal(capture, checkpoint),
+                    capture=None
+                    if capture is None or team is None  # its session went: removed anyway
+                    else self.db.codec.seal(
+                        capture,
+                        session_checkpoints.name,
+                        "capture",
+                        checkpoint.checkpoint_id,
+                        team=team,
+                    ),
                 )
             )
             if capture is not None:  # what it captured is read while it stands
@@ -74,11 +85,6 @@ class SqlSessionCheckpoints:
             return None
         return _decode_capture(
             self.db.codec.open(found[0][0], session_checkpoints.name, "capture", checkpoint_id)
-        )
-
-    def _seal(self, capture: bytes, checkpoint: SessionCheckpoint) -> bytes:
-        return self.db.codec.seal(
-            capture, session_checkpoints.name, "capture", checkpoint.checkpoint_id
         )
 
     async def list_session_checkpoints(

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.errors import Conflict
 from runpoint.core.types import KeyAnswer, Message, Rollback, Run, Session
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
@@ -68,6 +69,7 @@ class SqlSessions:
         *,
         answering: KeyAnswer | None = None,
     ) -> None:
+        await team_keys.hold(self.db, *(r.team_id for r in runs))
         rows = births(sessions, runs, incoming, self.db.codec)
         named = [s for s in sessions if s.session_name is not None]
         # a session fork's source sessions: held, as a removal holds them, while its
@@ -154,6 +156,7 @@ class SqlSessions:
             return True
 
     async def rollback_session(self, session_id: str, runs: Sequence[Run], owner: str) -> bool:
+        await team_keys.hold(self.db, *(r.team_id for r in runs))
         async with self.db.write() as conn:
             # the session's row first, as `save`
             if await self._rollback(conn, session_id, owner) is None:

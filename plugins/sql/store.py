@@ -27,6 +27,7 @@ from runpoint.plugins.sql.schema import secrets
 from runpoint.plugins.sql.secrets import SqlSecrets
 from runpoint.plugins.sql.session_checkpoints import SqlSessionCheckpoints
 from runpoint.plugins.sql.sessions import SqlSessions
+from runpoint.plugins.sql.team_erasure import SqlTeamErasure
 from runpoint.plugins.sql.transcripts import SqlTranscripts
 
 _PROBE = "readiness-probe"  # the row a readiness probe writes (a secret nobody asks for)
@@ -46,6 +47,7 @@ class SqlStorage(
     SqlJobs,
     SqlEncryption,
     SqlSchedules,
+    SqlTeamErasure,
 ):
     def __init__(self, url: str, **engine_options: Any) -> None:
         self.db = _database(make_url(url), **engine_options)

@@ -22,6 +22,7 @@ from runpoint.core.types import (
     RunEvent,
     Segment,
 )
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import NO_END, Database, Save
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.events import Written, event_rows
@@ -61,7 +62,8 @@ def encoded_save(
 ) -> Save:
     """What `save` writes, encoded (and sealed, with a keyring)."""
     indexed = list(zip(transcript.own_indexes(run, len(new_messages)), new_messages, strict=True))
-    seal, run_id = codec.seal, run.run_id
+    run_id, team = run.run_id, run.team_id
+    seal = functools.partial(codec.seal, team=team)
     mark = None if checkpoint is None else (checkpoint.message_index, document(checkpoint))
     return Save(
         run,
@@ -72,7 +74,7 @@ def encoded_save(
         else (mark[0], seal(mark[1], checkpoints.name, "data", run_id, mark[0])),
         intents,
         # what the events repeat of these rows is kept in the rows alone
-        event_rows(run_id, events, codec, Written(indexed, mark)),
+        event_rows(run, events, codec, Written(indexed, mark)),
     )
 
 
@@ -107,6 +109,7 @@ class SqlTranscripts:
         answering: KeyAnswer | None = None,
         events: Sequence[RunEvent] = (),
     ) -> None:
+        await team_keys.hold(self.db, run.team_id)
         written = encoded_save(run, messages, checkpoint, self.db.codec, intents, events)
         if answering is None:  # a write of its own, maybe with other runs' (database.py)
             unsure = self.db.unsure.pop(run.run_id, None) == run.revision
@@ -189,12 +192,16 @@ class SqlTranscripts:
     async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
         if not results:
             return
+        if (team := await team_keys.hold_for(self.db, team_keys.OF_RUN, run_id)) is None:
+            return  # the run went, and its calls' records with it
         seal = self.db.codec.seal
         rows = [
             {
                 "run": run_id,
                 "call": r.tool_call_id,
-                "document": seal(document(r), tool_calls.name, "result", run_id, r.tool_call_id),
+                "document": seal(
+                    document(r), tool_calls.name, "result", run_id, r.tool_call_id, team=team
+                ),
             }
             for r in results
         ]

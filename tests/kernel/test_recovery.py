@@ -118,7 +118,7 @@ class Watched(SqlStorage):
 async def appending(database: str, run: Run, event: RunEvent) -> AsyncIterator[None]:
     """An append of `run`'s writer under way (its run's row locked at its revision, its
     event inserted) from entry until exit, when it commits."""
-    [(seq, data)] = event_rows(run.run_id, [event], Codec())
+    [(seq, data)] = event_rows(run, [event], Codec())
     if database.startswith("sqlite"):
         lite = sqlite3.connect(make_url(database).database or "", isolation_level=None)
         try:
