@@ -9,6 +9,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import Run
+from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.erase import (
     captures,
@@ -18,7 +19,6 @@ from runpoint.plugins.sql.erase import (
     erase,
     read_ranges,
 )
-from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.events import inline_checkpoints
 from runpoint.plugins.sql.locks import lock_session
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, readable_runs

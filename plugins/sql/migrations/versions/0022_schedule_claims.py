@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0022"
-down_revision = "0018"
+down_revision = "0021"
 branch_labels = None
 depends_on = None
 
