@@ -55,8 +55,9 @@ class _ToolResult(msgspec.Struct):
     tool_args: msgspec.Raw = msgspec.Raw(b"null")
 
 
-# a row's batch deflated (raw DEFLATE), told from its JSON ('[') by its first byte
-_DEFLATED = b"\x02"
+# a row's batch deflated (raw DEFLATE), told from its JSON ('[') by its first byte, which
+# is not a sealed document's either (`runpoint.core.keyring`'s MAGIC and TEAM_MAGIC)
+_DEFLATED = b"\x7f"
 DEFLATE_FROM = 200  # bytes: a smaller batch gains little, and is kept as it is
 _FROM = {"tool_args": "tool_args", "result": "content"}  # a tool event's key: the message's
 _encode = msgspec.json.Encoder().encode
