@@ -87,10 +87,16 @@ async def test_a_row_read_in_the_clear_is_refused_once_encryption_is_done(
 def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sealing, "OPENED_BYTES", 2_000)
     codec = sealing.Codec(Keyring({"k": bytes(32)}))
+    assert codec.teams is not None
+    key_id, key = codec.teams.new()
+    codec.teams.hold("t", key_id, codec.teams.wrap("t", key_id, key))
 
     def rows(size: int, count: int) -> list[tuple[str, int, bytes]]:
         document = b"x" * size
-        return [("r", i, codec.seal(document, "messages", "data", "r", i)) for i in range(count)]
+        return [
+            ("r", i, codec.seal(document, "messages", "data", "r", i, team="t"))
+            for i in range(count)
+        ]
 
     assert codec.open_rows("messages", "data", rows(100, 3)) == [b"x" * 100] * 3
     assert len(codec.opened) == 3
