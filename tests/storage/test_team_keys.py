@@ -134,12 +134,18 @@ async def test_every_process_drops_an_erased_key(
         Runpoint(AGENTS, database=database, keyring=keyring(), schedule=False) as erasing,
     ):
         acme = await team_run(serving, "acme")
+        with acting_as(Principal("acme")):  # opened, and kept in memory as opened
+            [*_, end] = (await serving.timeline(acme))[1]
+            await serving.snapshot(acme, end.message_index)
         storage = erasing.storage
         assert isinstance(storage, ErasesTeams)
         assert await storage.erase_team("acme")
         await asyncio.sleep(0.5)
-        with acting_as(Principal("acme")), pytest.raises(Unreadable, match="was erased"):
-            await serving.get_run(acme)
+        with acting_as(Principal("acme")):
+            with pytest.raises(Unreadable, match="was erased"):
+                await serving.get_run(acme)
+            with pytest.raises(Unreadable, match="was erased"):  # not served from memory
+                await serving.snapshot(acme, end.message_index)
 
 
 async def test_rotation_rewraps_the_team_keys_only(database: str) -> None:
