@@ -11,6 +11,7 @@ and none runs a finished tool call again.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -49,15 +50,16 @@ class Crews:
             known = ", ".join(crew.members) if isinstance(crew, Crew) else ""
             raise ValueError(f"no member {member_id!r} in this team (members: {known})")
         member = self.queries.agent(member_id)
-        run = await self.storage.get_run(member_run_id(crew_run.run_id, call.id))
+        run_id = member_run_id(crew_run.run_id, call.id)
+        run = await self.storage.get_run(run_id)
+        # executed by another process, or it was until its lease runs out (it died)
+        while run is not None and self.leases.is_held_elsewhere(run):
+            await asyncio.sleep(self.leases.lease_seconds / 10)
+            run = await self.storage.get_run(run_id)
         if run is None:
             run = await self._start(member, crew_run, call, task)
-        elif run.status is RunStatus.PAUSED or (
-            run.status in IN_FLIGHT and not self.leases.is_held_elsewhere(run)
-        ):
+        elif run.status is RunStatus.PAUSED or run.status in IN_FLIGHT:
             run = await self._resume(member, run)
-        elif run.status in IN_FLIGHT:  # another process executes it
-            run = await self.executor.follow(run).result()
         return await self._answer(run, member_id)
 
     async def _start(self, member: Agent, crew_run: Run, call: ToolCall, task: str) -> Run:

@@ -32,7 +32,10 @@ async def test_a_team_run_delegates_to_its_members_each_a_run_of_its_own(
     detail = await rp.get_run(run.run_id)
     calls = [c for m in detail.messages if m.role == "assistant" for c in m.tool_calls or ()]
     assert [c.arguments["member_id"] for c in calls] == ["travel-agent", "planner-agent"]
-    members = await rp.storage.member_runs(run.run_id)
+    # begun together: in the order of their calls (their rows' order may differ)
+    members = sorted(
+        await rp.storage.member_runs(run.run_id), key=lambda m: m.agent_id != "travel-agent"
+    )
     assert [(m.agent_id, m.parent_run_id, m.parent_tool_call_id) for m in members] == [
         ("travel-agent", run.run_id, calls[0].id),
         ("planner-agent", run.run_id, calls[1].id),
