@@ -5,7 +5,6 @@ member and its team run until a person decides it."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -13,13 +12,11 @@ import pytest
 from runpoint.core.types import IN_FLIGHT, Run, RunStatus
 from runpoint.facade import ContinueRun, Runpoint
 from tests.crews import crashing_crew
+from tests.kernel.test_recovery import until
 
 
 async def settled(rp: Runpoint, run_id: str) -> Run:
-    async with asyncio.timeout(30):
-        while (run := (await rp.get_run(run_id)).run).status in IN_FLIGHT:
-            await asyncio.sleep(0.05)
-    return run
+    return await until(rp, run_id, *(s for s in RunStatus if s not in IN_FLIGHT))
 
 
 def reopened(database: str) -> Runpoint:
