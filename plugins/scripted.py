@@ -124,7 +124,7 @@ def lead_turn(request: ModelRequest) -> ModelResponse:
     user = next((m.content or "" for m in reversed(request.messages) if m.role == "user"), "")
     since_user = request.messages[len(request.messages) - _tail_length(request.messages) :]
     if answers := [m for m in since_user if m.role == "tool" and m.tool_args]:
-        said = "; ".join(f"{m.tool_args.get('member_id')}: {m.content}" for m in answers)
+        said = "; ".join(f"{(m.tool_args or {}).get('member_id')}: {m.content}" for m in answers)
         return ModelResponse(content=f"The team says: {said}")
     delegation = next((t for t in request.tools if t.name == DELEGATE), None)
     members = delegation.parameters["properties"]["member_id"]["enum"] if delegation else []

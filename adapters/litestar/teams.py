@@ -76,20 +76,28 @@ async def _team_reply(rp: Runpoint, reply: Reply) -> Reply:
     if isinstance(reply, sse.EventStream):
         return dataclasses.replace(reply, team=True)
     if isinstance(reply, Response):
-        if reply.status_code != 200 or not isinstance(reply.body, bytes):
+        # a run's document (kept, see documents.py); a 202's Accepted stays as it is
+        if reply.status_code not in (None, 200) or not isinstance(reply.content, bytes):
             return reply
-        document = msgspec.json.decode(reply.body)
+        document = msgspec.json.decode(reply.content)
     elif isinstance(reply, wire.RunOut) or (
         isinstance(reply, list) and all(isinstance(r, wire.RunOut) for r in reply)
     ):
         document = msgspec.json.decode(wire.encode(reply))
     else:
         return reply
-    if isinstance(document, list):
+    if isinstance(document, list) and all(_is_run(r) for r in document):
         document = [await _team_run(rp, r) for r in document]
-    elif isinstance(document, dict) and "run_id" in document:
+    elif _is_run(document):
         document = await _team_run(rp, document)
+    else:
+        return reply  # a timeline, say
     return Response(wire.encode(document), media_type="application/json")
+
+
+def _is_run(document: Any) -> bool:
+    """Whether a document is a run's (`wire.RunOut`)."""
+    return isinstance(document, dict) and {"run_id", "agent_id", "message_count"} <= document.keys()
 
 
 async def _team_run(rp: Runpoint, run: dict[str, Any]) -> dict[str, Any]:

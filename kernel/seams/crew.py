@@ -57,7 +57,7 @@ class Crew(Agent):
         if twice := sorted({m for m in self.members if self.members.count(m) > 1}):
             raise ValueError(f"team {self.id!r} names member {twice[0]!r} twice")
         # idempotent: run again after a crash, a delegation finds its member's run
-        delegation = tool(delegate_task_to_member, effect="idempotent")
+        delegation = tool(effect="idempotent")(delegate_task_to_member)
         parameters = dict(delegation.schema.parameters)
         properties = dict(parameters["properties"])
         properties["member_id"] = properties["member_id"] | {"enum": list(self.members)}
