@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 Item = TypeVar("Item")
 Answer = TypeVar("Answer")
@@ -27,7 +27,10 @@ class GroupCommit(Generic[Item, Answer]):
     async def submit(self, item: Item) -> Answer:
         """`item`'s answer once it is written; an error of its write is raised to every
         caller whose item went in it."""
-        done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        # the answer of a caller that gave up is nobody's: taking it here keeps asyncio from
+        # reporting its error as never retrieved; a caller still waiting gets it all the same
+        done.add_done_callback(_taken)
         self._waiting.append((item, done))
         if self._writer is None:
             self._writer = asyncio.create_task(self._write_waiting(), name="group commit")
@@ -56,3 +59,8 @@ class GroupCommit(Generic[Item, Answer]):
                             done.set_result(answer)
         finally:
             self._writer = None
+
+
+def _taken(answer: asyncio.Future[Any]) -> None:
+    if not answer.cancelled():
+        answer.exception()

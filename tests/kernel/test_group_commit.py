@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from collections.abc import Sequence
 
 import pytest
@@ -86,3 +87,25 @@ async def test_a_caller_that_gives_up_leaves_the_write_to_finish_for_the_others(
     writes.gate.set()
     assert await staying == 3
     assert writes.groups == [["a"], ["bb", "ccc"]]  # what left was written all the same
+
+
+async def test_the_failed_answer_of_a_caller_that_gave_up_is_not_reported_as_lost() -> None:
+    reported: list[dict[str, object]] = []
+    asyncio.get_running_loop().set_exception_handler(lambda _, context: reported.append(context))
+    gate = asyncio.Event()
+
+    async def write(items: Sequence[str]) -> list[int]:
+        await gate.wait()
+        raise OSError("the disk is gone")
+
+    commit = GroupCommit(write)
+    leaving, staying = await started(commit, "a"), await started(commit, "bb")
+    leaving.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    gate.set()
+    with pytest.raises(OSError, match="the disk is gone"):
+        await staying
+    del leaving, staying
+    gc.collect()
+    assert reported == []
