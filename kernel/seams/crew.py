@@ -63,7 +63,9 @@ class Crew(Agent):
         properties["member_id"] = properties["member_id"] | {"enum": list(self.members)}
         parameters["properties"] = properties
         schema = msgspec.structs.replace(delegation.schema, parameters=parameters)
-        self.tools = [*self.tools, dataclasses.replace(delegation, schema=schema)]
+        # a copy (`dataclasses.replace`) is made with the tools of its original
+        own = [t for t in self.tools if getattr(t, "name", None) != DELEGATE]
+        self.tools = [*own, dataclasses.replace(delegation, schema=schema)]
         super().__post_init__()
 
 
