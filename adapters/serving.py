@@ -50,7 +50,15 @@ def load_agents(spec: str) -> Iterable[Agent]:
         raise StartupError(f"--app {spec}: no module named {exc.name!r}") from exc
     except AttributeError as exc:
         raise StartupError(f"--app {spec}: module {module!r} has no {attribute!r}") from exc
-    agents: Iterable[Agent] = value() if callable(value) else value
+    except ValueError as exc:  # a definition that cannot work (a team's members, say)
+        raise StartupError(f"--app {spec}: {exc}") from exc
+    agents: list[Agent] = list(value() if callable(value) else value)
+    from runpoint.seams.crew import check_crews
+
+    try:
+        check_crews(agents)
+    except ValueError as exc:
+        raise StartupError(f"--app {spec}: {exc}") from exc
     return agents
 
 

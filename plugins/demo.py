@@ -1,6 +1,8 @@
-"""The demo agents `runpoint serve` runs by default, on the offline `scripted:demo` model."""
+"""The demo agents and team `runpoint serve` runs by default, on the offline `scripted`
+models."""
 
 from runpoint.seams.agent import Agent, tool
+from runpoint.seams.crew import Crew
 
 POPULATIONS = {"Paris": "2.1M", "Tokyo": "13.9M", "Lagos": "15.3M", "Kyoto": "1.5M"}
 FACTS = {
@@ -39,6 +41,21 @@ def book_trip(city: str) -> str:
     return f"Booked a trip to {city}."
 
 
+# what record_visit did, in this process (its side effect)
+VISITS: list[str] = []
+
+
+@tool
+def record_visit(city: str) -> str:
+    """Write a city down in the traveller's plan (a side effect: it runs once).
+
+    Args:
+        city: The city to plan a visit to.
+    """
+    VISITS.append(city)
+    return f"{city} is in the plan."
+
+
 agents = [
     Agent(
         id="travel-agent",
@@ -60,5 +77,19 @@ agents = [
         model="scripted:demo",
         instructions="Book trips only with the traveller's approval.",
         tools=[book_trip],
+    ),
+    Agent(
+        id="planner-agent",
+        name="Planner Agent",
+        model="scripted:demo",
+        instructions="Write each city down in the plan with record_visit.",
+        tools=[record_visit],
+    ),
+    Crew(
+        id="travel-team",
+        name="Travel Team",
+        model="scripted:lead",
+        instructions="Give the traveller's question to the members who can answer it.",
+        members=["travel-agent", "planner-agent"],
     ),
 ]

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 
 from runpoint import hookimpl
 from runpoint.core.types import Message, ToolCall, Usage
+from runpoint.seams.crew import DELEGATE
 from runpoint.seams.model import Chunk, Model, ModelProvider, ModelRequest, ModelResponse, TextDelta
 
 TurnFunction = Callable[[ModelRequest], ModelResponse | Awaitable[ModelResponse]]
@@ -117,6 +118,27 @@ def _tail_length(messages: Sequence[Message]) -> int:
     return len(messages)
 
 
+def lead_turn(request: ModelRequest) -> ModelResponse:
+    """A team's leader: give the user's message to every member at once (one delegation
+    call each, in one turn), then answer with what they said."""
+    user = next((m.content or "" for m in reversed(request.messages) if m.role == "user"), "")
+    since_user = request.messages[len(request.messages) - _tail_length(request.messages) :]
+    if answers := [m for m in since_user if m.role == "tool" and m.tool_args]:
+        said = "; ".join(f"{(m.tool_args or {}).get('member_id')}: {m.content}" for m in answers)
+        return ModelResponse(content=f"The team says: {said}")
+    delegation = next((t for t in request.tools if t.name == DELEGATE), None)
+    members = delegation.parameters["properties"]["member_id"]["enum"] if delegation else []
+    if not members:
+        return echo_turn(request)
+    return ModelResponse(
+        content="Asking the team.",
+        tool_calls=[
+            ToolCall(call_id(request, i), DELEGATE, {"member_id": member, "task": user})
+            for i, member in enumerate(members)
+        ],
+    )
+
+
 def echo_turn(request: ModelRequest) -> ModelResponse:
     user = next((m.content or "" for m in reversed(request.messages) if m.role == "user"), "")
     return ModelResponse(content=user)
@@ -124,7 +146,11 @@ def echo_turn(request: ModelRequest) -> ModelResponse:
 
 @hookimpl
 def runpoint_model_providers() -> Mapping[str, ModelProvider]:
-    functions: dict[str, TurnFunction] = {"demo": demo_turn, "echo": echo_turn}
+    functions: dict[str, TurnFunction] = {
+        "demo": demo_turn,
+        "echo": echo_turn,
+        "lead": lead_turn,
+    }
 
     def provider(name: str) -> Model:
         if name not in functions:

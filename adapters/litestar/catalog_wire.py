@@ -3,12 +3,14 @@ agents and /config, sessions, their runs' previews, a forked session."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
 
 from runpoint.core.types import Run, Session
 from runpoint.seams.agent import Agent
+from runpoint.seams.crew import Crew
 
 from .wire import provider
 
@@ -98,14 +100,21 @@ class AgentOut(msgspec.Struct):
     tools: ToolsOut
 
 
+class TeamOut(AgentOut):
+    """A team of agents: its leader, as an agent, and its members."""
+
+    members: list[AgentOut]
+
+
 class ConfigOut(msgspec.Struct):
-    """AgentOS's /config, for what runpoint has: agents (no teams, workflows, interfaces)."""
+    """AgentOS's /config, for what runpoint has: agents and teams (no workflows or
+    interfaces)."""
 
     os_id: str
     name: str
     agents: list[AgentOut]
     databases: list[str] = msgspec.field(default_factory=lambda: [DB_ID])
-    teams: list[Any] = msgspec.field(default_factory=list)
+    teams: list[TeamOut] = msgspec.field(default_factory=list)
     workflows: list[Any] = msgspec.field(default_factory=list)
     interfaces: list[Any] = msgspec.field(default_factory=list)
 
@@ -153,4 +162,10 @@ def agent(a: Agent) -> AgentOut:
                 for t in a.tool_map.values()
             ]
         ),
+    )
+
+
+def team(crew: Crew, agents: Mapping[str, Agent]) -> TeamOut:
+    return TeamOut(
+        **msgspec.structs.asdict(agent(crew)), members=[agent(agents[m]) for m in crew.members]
     )

@@ -18,7 +18,9 @@ import msgspec
 from litestar import Response
 
 from runpoint.adapters.metrics import Metrics
+from runpoint.core.errors import NotFound
 from runpoint.facade import Runpoint
+from runpoint.seams.crew import Crew
 
 from . import catalog_wire, sse, wire
 from .errors import HttpError
@@ -78,21 +80,18 @@ def agent_name(rp: Runpoint, agent_id: str) -> str | None:
 
 @operation
 async def get_config(rp: Runpoint) -> Reply:
-    return catalog_wire.ConfigOut(
-        "runpoint", "runpoint", [catalog_wire.agent(a) for a in rp.agents.values()]
-    )
+    agents = [catalog_wire.agent(a) for a in rp.agents.values() if not isinstance(a, Crew)]
+    teams = [catalog_wire.team(c, rp.agents) for c in rp.agents.values() if isinstance(c, Crew)]
+    return catalog_wire.ConfigOut("runpoint", "runpoint", agents, teams=teams)
 
 
 @operation
 async def list_agents(rp: Runpoint) -> Reply:
-    return [catalog_wire.agent(a) for a in rp.agents.values()]
-
-
-@operation
-async def list_teams(rp: Runpoint) -> Reply:
-    return []  # runpoint serves agents, no teams: AgentOS's answer then
+    return [catalog_wire.agent(a) for a in rp.agents.values() if not isinstance(a, Crew)]
 
 
 @operation
 async def get_agent(rp: Runpoint, *, agent_id: str) -> Reply:
-    return catalog_wire.agent(rp.agent(agent_id))
+    if isinstance(agent := rp.agent(agent_id), Crew):
+        raise NotFound(f"agent {agent_id} not found")  # a team: under /teams
+    return catalog_wire.agent(agent)

@@ -36,7 +36,7 @@ Events = Literal["agno", "all"]
 RETRY_MS = 1_000  # how long a client waits before it reconnects
 KEEPALIVE = b": keep-alive\n\n"
 FRAMES_KEPT = 10_000  # events' frames kept for the other followers of their runs
-_formatted: dict[tuple[str, int], bytes] = {}  # by (run_id, seq): oldest first
+_formatted: dict[tuple[str, int, bool], bytes] = {}  # by (run_id, seq, team): oldest first
 
 
 def _fields(event: RunEvent) -> dict[str, Any]:
@@ -51,27 +51,30 @@ def _fields(event: RunEvent) -> dict[str, Any]:
     return data | {"metrics": counts}
 
 
-def format_event(event: RunEvent) -> bytes:
+def format_event(event: RunEvent, team: bool = False) -> bytes:
+    """The event's frame; a team run's (`team`) as AgentOS names a team's: TeamRunStarted
+    for Agno's RunStarted, and so on, with `team_id` (runpoint's own keep their names)."""
+    name = f"Team{event.event}" if team and event.event in AGNO_EVENTS else event.event
     common = {
-        "event": event.event,
+        "event": name,
         "created_at": int(event.created_at),
-        "agent_id": event.agent_id,
+        "team_id" if team else "agent_id": event.agent_id,
         "run_id": event.run_id,
         "session_id": event.session_id,
     }
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (
         event.seq,
-        event.event.encode(),
+        name.encode(),
         encode(common | _fields(event)),
     )
 
 
-def frame(event: RunEvent) -> bytes:
+def frame(event: RunEvent, team: bool = False) -> bytes:
     """The event as sent, formatted once for all of its run's followers here: a stored
     event's (run_id, seq) is that event, always."""
-    key = (event.run_id, event.seq)
+    key = (event.run_id, event.seq, team)
     if (found := _formatted.get(key)) is None:
-        found = _formatted[key] = format_event(event)
+        found = _formatted[key] = format_event(event, team)
         if len(_formatted) > FRAMES_KEPT:
             del _formatted[next(iter(_formatted))]
     return found
@@ -84,6 +87,7 @@ class EventStream:
 
     batches: AsyncIterator[list[RunEvent]]
     which: Events = "agno"
+    team: bool = False  # a team run's: AgentOS's Team* names
 
     def response(self, keepalive_seconds: float) -> Stream:
         body: AsyncIterator[Any] = _kept_alive(self._frames(), keepalive_seconds)
@@ -92,7 +96,9 @@ class EventStream:
     async def _frames(self) -> AsyncIterator[bytes]:
         """A batch's events in one piece: one send, however many events it holds."""
         async for batch in self.batches:
-            sent = [frame(e) for e in batch if self.which == "all" or e.event in AGNO_EVENTS]
+            sent = [
+                frame(e, self.team) for e in batch if self.which == "all" or e.event in AGNO_EVENTS
+            ]
             if sent:
                 yield b"".join(sent)
 

@@ -20,6 +20,7 @@ from runpoint.conformance import (  # noqa: F401
     encryption,
     events,
     keys,
+    members,
     optional,
     retention,
     runs,

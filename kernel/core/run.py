@@ -82,6 +82,10 @@ class Run(msgspec.Struct, omit_defaults=True):
     forked_from_message_index: int | None = None
     forked_from_session_id: str | None = None
     regenerated_from: str | None = None
+    # a member's run in a crew's run tree: the crew run it works for and the leader's
+    # delegation call that started it (see runpoint.runs.crews)
+    parent_run_id: str | None = None
+    parent_tool_call_id: str | None = None
     # what a fork changed in its source's history (see runpoint.runs.edits)
     edits: list[Edit] = []
     # instructions that replace its agent's for this run (a fan-out's branch)

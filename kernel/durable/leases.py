@@ -114,7 +114,8 @@ class Leases:
                     await self.storage.renew_leases(self.owner, running, until)
                     self.renewed_until = until
                 for run in await self.storage.expired_runs(now(), agents):
-                    await self._recover(run, claimed)
+                    if run.parent_run_id is None:  # a member's: resumed by its leader
+                        await self._recover(run, claimed)
                 if also is not None:
                     await also()
             except Exception:  # a lost database connection must not end the watch

@@ -35,6 +35,7 @@ from runpoint.runs.fan_out import FanOut
 from runpoint.runs.jobs import Jobs
 from runpoint.runs.schedules import Schedules
 from runpoint.seams.agent import Agent
+from runpoint.seams.crew import check_crews
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
 from runpoint.seams.runqueue import Watched
@@ -105,6 +106,7 @@ class Runpoint(RunsFacade, SessionsFacade):
         each tick fires once (see runpoint.durable.schedules)."""
         self.host = host or PluginHost()
         agents = list(agents)
+        check_crews(agents)
         for agent in agents:  # fail at start-up, not at the first run
             self.host.policy(agent)
             if isinstance(agent.model, str):

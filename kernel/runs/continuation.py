@@ -6,7 +6,6 @@ everything else creates a new run with lineage, so history is never rewritten.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import partial
 
 import msgspec
@@ -15,7 +14,6 @@ from runpoint.core import transcript
 from runpoint.core.errors import Conflict, InvalidRequest, NotContinuable
 from runpoint.core.types import (
     IN_FLIGHT,
-    Approve,
     Decision,
     KeyClaim,
     Message,
@@ -32,6 +30,7 @@ from runpoint.runs.context import RunContext
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
 from runpoint.seams.agent import Agent
+from runpoint.seams.crew import Crew
 
 # statuses of a run that "continue from end" picks up again in place
 RESUMABLE = {RunStatus.PAUSED, RunStatus.ERROR, RunStatus.RUNNING}
@@ -68,26 +67,6 @@ class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     expect: RunStatus | None = None
 
 
-def checked_decisions(
-    agent: Agent, pending: list[ToolCall], decisions: Mapping[str, Decision]
-) -> dict[str, Decision]:
-    """A person's decisions on the paused calls `pending`, each checked: it names one of
-    them, and edited arguments fit the tool's schema (an edit that changes nothing is a
-    plain approval, so the transcript says what really happened)."""
-    calls = {c.id: c for c in pending}
-    if unknown := set(decisions) - set(calls):
-        raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
-    checked: dict[str, Decision] = {}
-    for call_id, decision in decisions.items():
-        call = calls[call_id]
-        if isinstance(decision, Approve) and decision.arguments == call.arguments:
-            decision = True
-        elif isinstance(decision, Approve):
-            tool_calls.check_arguments(agent, call, decision.arguments)
-        checked[call_id] = decision
-    return checked
-
-
 class Continuation:
     def __init__(self, context: RunContext, executor: Executor) -> None:
         self.storage = context.storage
@@ -114,6 +93,7 @@ class Continuation:
                 f"run {source.run_id} is {source.status.value}, not {request.expect.value}"
             )
         agent = self.queries.agent(source.agent_id)
+        source_is_crew = isinstance(agent, Crew)
         self._refuse_contradictions(request, source)
         index = await self._requested_boundary(request, source)
         in_place = (
@@ -126,6 +106,10 @@ class Continuation:
         # in place, the loop picks up whatever the tail holds (a paused batch, say);
         # a new run starts from a whole boundary
         index, last_turn = await continue_points.whole(self.storage, source, index)
+        if request.tools and in_place and source.status is RunStatus.PAUSED and source_is_crew:
+            # a crew run waits on its members' calls: the decisions are theirs
+            await self.executor.crews.pass_decisions(source, request.tools)
+            request = msgspec.structs.replace(request, tools=None)
         if request.tools and not (in_place and source.status is RunStatus.PAUSED):
             if source.status in IN_FLIGHT:  # another continue of the paused run won the race
                 raise Conflict(f"run {source.run_id} is in flight; it is no longer paused")
@@ -216,7 +200,7 @@ class Continuation:
         was = run.status
         try:
             self.executor.refuse_active(run)
-            decisions = checked_decisions(agent, pending, request.tools or {})
+            decisions = tool_calls.checked(agent, pending, request.tools or {})
             if pending and request.input is not None:
                 raise InvalidRequest(
                     "the run is waiting for tool decisions; send `tools`, not a new input"

@@ -10,8 +10,9 @@ pause and a resume after a crash all enter the loop the same way:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -31,6 +32,7 @@ from runpoint.core.types import (
 )
 from runpoint.runs import tool_calls
 from runpoint.runs.boundary_write import BoundaryWriter
+from runpoint.seams.crew import MembersPaused, delegating
 from runpoint.seams.host import RunHooks
 from runpoint.seams.model import (
     Model,
@@ -55,6 +57,8 @@ class Execution(BoundaryWriter):
     cancel_requested: asyncio.Event = field(default_factory=asyncio.Event)
     resumed: bool = False
     call_ids: set[str] = field(default_factory=set)  # the transcript's, each once
+    # a crew's leader: runs a delegation call (the crew run, the call, member, task)
+    delegate: Callable[[Run, ToolCall, str, str], Awaitable[str]] | None = None
 
     async def execute(self) -> Run:
         accepted = self.run.status is RunStatus.PENDING
@@ -77,7 +81,10 @@ class Execution(BoundaryWriter):
                         if self.cancelled():  # accepted while the run waited: it wins
                             return await self.finish(RunStatus.CANCELLED, "RunCancelled")
                         return await self.pause(calls)
-                    await self.tool_batch(calls, records)
+                    try:
+                        await self.tool_batch(calls, records)
+                    except MembersPaused as paused:
+                        return await self.pause_for_members(paused)
                 elif self.transcript and self.transcript[-1].role == "assistant":
                     return await self.finish(RunStatus.COMPLETED, "RunCompleted")
                 elif self.cancelled():  # it stops where all is whole
@@ -197,7 +204,15 @@ class Execution(BoundaryWriter):
         # that finish while one write goes share the next, so a batch of any width holds
         # one connection, not one a call
         recorder: GroupCommit[Message, None] = GroupCommit(self.record_tool_results)
-        messages = await asyncio.gather(*(self.outcome(call, records, recorder) for call in calls))
+        outcomes = await asyncio.gather(
+            *(self.outcome(call, records, recorder) for call in calls), return_exceptions=True
+        )
+        messages = [m for m in outcomes if isinstance(m, Message)]
+        if failed := [e for e in outcomes if not isinstance(e, Message | MembersPaused)]:
+            raise failed[0]
+        if paused := [e for e in outcomes if isinstance(e, MembersPaused)]:
+            # its members' finished runs keep their answers, read when it goes on
+            raise MembersPaused([t for p in paused for t in p.tools])
         for call, message in zip(calls, messages, strict=True):
             self.append(message)
             self.event(
@@ -230,6 +245,8 @@ class Execution(BoundaryWriter):
         elif refused := tool_calls.refusal(self.agent, call, decision, in_doubt=call.id in records):
             result, failed = refused, True
         else:
+            if self.delegate is not None:  # this task's own context: its call's
+                delegating.set(partial(self.delegate, self.run, call))
             took = stopwatch()
             result, failed = await tool_calls.run(self.agent, call, decision)
             ran = took()
@@ -287,6 +304,15 @@ class Execution(BoundaryWriter):
         )
         await self.save(checkpoint=None)
         self.hook.runpoint_approval_requested(approval=approval, run=self.run)
+        self.hook.runpoint_run_finished(run=self.run)
+        return self.run
+
+    async def pause_for_members(self, paused: MembersPaused) -> Run:
+        """Stop where members' runs wait for a person (each has its approval); a continue
+        with `tools` decides their calls and resumes this run and theirs."""
+        self.run.end(RunStatus.PAUSED)
+        self.event("RunPaused", tools=[t | {"requires_confirmation": True} for t in paused.tools])
+        await self.save(checkpoint=None)
         self.hook.runpoint_run_finished(run=self.run)
         return self.run
 

@@ -19,9 +19,11 @@ from runpoint.core.types import IN_FLIGHT, Message, Run, RunEvent, RunStatus, no
 from runpoint.durable.outages import Outlast
 from runpoint.reads.streams import Streams
 from runpoint.runs.context import RunContext
+from runpoint.runs.crews import Crews
 from runpoint.runs.event_log import EventLog
 from runpoint.runs.execution import Execution, announce
 from runpoint.seams.agent import Agent
+from runpoint.seams.crew import Crew
 from runpoint.seams.model import Model
 from runpoint.seams.runqueue import Measured, QueuedRun, RunQueue
 
@@ -74,6 +76,7 @@ class Executor:
         self._active: dict[str, Execution] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self.streams = Streams(context.storage, POLL_SECONDS, self._joined)
+        self.crews = Crews(context, self)
 
     async def open(
         self,
@@ -138,6 +141,11 @@ class Executor:
         execution = self._active.get(run.run_id)
         if execution is not None and execution.run.status in IN_FLIGHT:
             raise Conflict(f"run {run.run_id} is in flight")
+
+    def is_executing(self, run_id: str) -> bool:
+        """Whether this process executes the run now."""
+        execution = self._active.get(run_id)
+        return execution is not None and execution.run.status in IN_FLIGHT
 
     def cancel(self, run_id: str) -> bool:
         """Ask the run's execution here, if any, to stop at its next boundary."""
@@ -212,6 +220,7 @@ class Executor:
             # a run whose log has events has been executed before: so is a continue taken
             # from the run queue, which cannot say it is one
             resumed=resumed or last_seq > 0 or run.forked_from_run_id is not None,
+            delegate=self.crews.delegate if isinstance(agent, Crew) else None,
         )
         self._active[run.run_id] = execution
 

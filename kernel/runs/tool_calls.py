@@ -13,6 +13,7 @@ import msgspec
 from runpoint.core.errors import InvalidArguments, InvalidRequest
 from runpoint.core.types import Approve, Decision, Reject, Ruling, ToolCall
 from runpoint.seams.agent import Agent
+from runpoint.seams.crew import MembersPaused
 from runpoint.seams.model import MAX_TOOL_CALL_ID_LENGTH
 
 REJECTED = "The user rejected this tool call."
@@ -56,6 +57,26 @@ def undecided(
         for c in calls
         if c.name in tools and tools[c.name].requires_confirmation and c.id not in decisions
     ]
+
+
+def checked(
+    agent: Agent, pending: list[ToolCall], decisions: Mapping[str, Decision]
+) -> dict[str, Decision]:
+    """A person's decisions on the paused calls `pending`, each checked: it names one of
+    them, and edited arguments fit the tool's schema (an edit that changes nothing is a
+    plain approval, so the transcript says what really happened)."""
+    calls = {c.id: c for c in pending}
+    if unknown := set(decisions) - set(calls):
+        raise InvalidRequest(f"no paused tool call has the id(s) {sorted(unknown)}")
+    checked: dict[str, Decision] = {}
+    for call_id, decision in decisions.items():
+        call = calls[call_id]
+        if isinstance(decision, Approve) and decision.arguments == call.arguments:
+            decision = True
+        elif isinstance(decision, Approve):
+            check_arguments(agent, call, decision.arguments)
+        checked[call_id] = decision
+    return checked
 
 
 def approved(decision: Decision | None) -> bool:
@@ -128,6 +149,8 @@ async def run(agent: Agent, call: ToolCall, decision: Decision | None) -> tuple[
     model's, or their edit): its result and whether it failed."""
     try:
         return await agent.tool_map[call.name](arguments(call, decision)), False
+    except MembersPaused:  # not the call's failure: its crew run pauses
+        raise
     except msgspec.ValidationError as exc:
         return f"Invalid arguments for {call.name}: {exc}", True
     except Exception as exc:

@@ -76,7 +76,13 @@ class RunStore(Protocol):
         `cancel_requested` included), hidden or not; None if unknown."""
 
     async def list_runs(self, session_id: str) -> list[Run]:
-        """The live (not rolled back) runs of a session, oldest first (insertion order)."""
+        """The live (not rolled back) runs of a session, oldest first (insertion order):
+        not members' runs (those with a `parent_run_id`), which neither a session's
+        history nor its head includes."""
+
+    async def member_runs(self, run_id: str) -> list[Run]:
+        """The runs whose `parent_run_id` is `run_id` (a crew run's members), oldest
+        first."""
 
 
 class TranscriptStore(Protocol):

@@ -45,6 +45,10 @@ class MemoryRuns(Tables):
     async def list_runs(self, session_id: str) -> list[Run]:
         return [copy(r) for r in self._live_runs(session_id)]
 
+    async def member_runs(self, run_id: str) -> list[Run]:
+        members = (r for r in self._runs.values() if r.parent_run_id == run_id)
+        return [copy(r) for r in sorted(members, key=lambda r: self._run_seqs[r.run_id])]
+
     async def save(
         self,
         run: Run,

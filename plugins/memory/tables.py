@@ -92,7 +92,7 @@ class Tables:
 
     def _live_runs(self, session_id: str) -> list[Run]:
         runs = (self._runs[i] for i in self._session_runs.get(session_id, ()))
-        return [r for r in runs if not r.hidden]
+        return [r for r in runs if not r.hidden and r.parent_run_id is None]
 
     def _insert_runs(self, runs: Sequence[Run], incoming: Mapping[str, Sequence[Message]]) -> None:
         """Insert runs (checked already); each with its incoming messages, saved exactly as

@@ -40,6 +40,8 @@ WRITE_ONCE_FIELDS = frozenset(
         "forked_from_message_index",
         "forked_from_session_id",
         "regenerated_from",
+        "parent_run_id",
+        "parent_tool_call_id",
         "edits",
         "instructions",
     }
@@ -81,6 +83,7 @@ def run_row(run: Run, codec: Codec) -> dict[str, Any]:
         "session_id": run.session_id,
         "status": run.status.value,
         **{name: getattr(run, name) for name in COLUMN_FIELDS},
+        "parent_run_id": run.parent_run_id,  # queried: a crew run's members
         "data": codec.seal(document(run), runs.name, "data", run.run_id, team=run.team_id),
         "state": state_document(run, codec),
     }

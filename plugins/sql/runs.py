@@ -21,11 +21,13 @@ from runpoint.plugins.sql.schema import messages, run_reads, runs
 from runpoint.plugins.sql.transcripts import write_save
 
 _GET_RUN = select(*COLUMNS).where(runs.c.run_id == bindparam("id"))
+# a session's live history: its runs not rolled back, but for members' (read through
+# their crew run)
+_LIVE = (runs.c.hidden == false(), runs.c.parent_run_id.is_(None))
 _LIVE_RUNS = (
-    select(*COLUMNS)
-    .where(runs.c.session_id == bindparam("id"), runs.c.hidden == false())
-    .order_by(runs.c.seq)
+    select(*COLUMNS).where(runs.c.session_id == bindparam("id"), *_LIVE).order_by(runs.c.seq)
 )
+_MEMBER_RUNS = select(*COLUMNS).where(runs.c.parent_run_id == bindparam("id")).order_by(runs.c.seq)
 
 
 async def insert_runs(
@@ -106,7 +108,7 @@ class SqlRuns:
             await refuse_removed_sources(conn, [run])
             newest = await conn.scalar(
                 select(runs.c.run_id)
-                .where(runs.c.session_id == run.session_id, runs.c.hidden == false())
+                .where(runs.c.session_id == run.session_id, *_LIVE)
                 .order_by(runs.c.seq.desc())
                 .limit(1)
             )
@@ -120,3 +122,6 @@ class SqlRuns:
 
     async def list_runs(self, session_id: str) -> list[Run]:
         return decode_runs(await self.db.read(_LIVE_RUNS, {"id": session_id}), self.db.codec)
+
+    async def member_runs(self, run_id: str) -> list[Run]:
+        return decode_runs(await self.db.read(_MEMBER_RUNS, {"id": run_id}), self.db.codec)

@@ -82,10 +82,17 @@ runs = Table(
     Column("recoveries", Integer, nullable=False, server_default="0"),
     # rolled back: kept and readable, out of its session's live history
     Column("hidden", Boolean, nullable=False, server_default=false()),
+    # a member's run: the crew run it works for (NULL for every other run); such a run is
+    # not part of its session's live history, it is read through its crew run
+    Column("parent_run_id", String(64)),
     Index("ix_runs_session_seq", "session_id", "seq"),
     # the runs in flight, by status: not the lease, rewritten at each boundary (migration
     # 0007, heap-only updates), nor runs that ended (0012)
     IN_FLIGHT := Index("ix_runs_in_flight", "status", sqlite_where=RUNS_IN_FLIGHT),
+    # members only (migration 0019)
+    MEMBERS := Index(
+        "ix_runs_parent_run_id", "parent_run_id", sqlite_where=text("parent_run_id IS NOT NULL")
+    ),
 )
 # The partial indexes. PostgreSQL's have the same conditions, which postgresql.py declares:
 # a `postgresql_where` here would import SQLAlchemy's PostgreSQL dialect (most of a tenth
@@ -263,4 +270,4 @@ schedule_runs = Table(
         "ix_schedule_runs_unsettled", "attempt_at", sqlite_where=text("NOT settled")
     ),
 )
-PARTIAL_INDEXES = (FORKS, IN_FLIGHT, UNSETTLED)
+PARTIAL_INDEXES = (FORKS, IN_FLIGHT, MEMBERS, UNSETTLED)

@@ -1,5 +1,5 @@
 """Agno 3.1.10's own `AgentOSClient` against `runpoint serve`: every method that touches
-agents, sessions, runs, streams, continue, cancel and delete answers in the client's own
+agents, teams, sessions, runs, streams, continue, cancel and delete answers in the client's own
 types, and the client logs no error (it logs, rather than raises, what it cannot parse).
 The methods runpoint does not serve are listed in docs/http.md."""
 
@@ -14,6 +14,7 @@ from agno.client import AgentOSClient
 from agno.db.base import SessionType
 from agno.models.response import ToolExecution
 from agno.os.schema import AgentSessionDetailSchema, RunSchema, SessionRunPreviewSchema
+from agno.run import team
 from agno.run.agent import (
     ModelRequestCompletedEvent,
     RunCompletedEvent,
@@ -61,13 +62,17 @@ async def collect(events: AsyncIterator[RunOutputEvent]) -> list[RunOutputEvent]
 
 async def test_config_and_agents(client: AgentOSClient) -> None:
     config = await client.aget_config()
-    assert [a.id for a in config.agents] == ["travel-agent", "checkpoint-agent", "booking-agent"]
+    assert [a.id for a in config.agents] == [
+        "travel-agent",
+        "checkpoint-agent",
+        "booking-agent",
+        "planner-agent",
+    ]
     assert client.get_config().os_id == config.os_id
     summaries = await client.list_agents()
     assert summaries[0].model is not None and summaries[0].model.id == "scripted:demo"
     # the storage each agent's sessions are in, as agent-ui reads it to list them
     assert {s.db_id for s in summaries} == set(config.databases) == {"runpoint"}
-    assert await client.list_teams() == []  # no teams, as AgentOS answers (not a 404)
     agent = await client.aget_agent("booking-agent")
     assert agent.name == "Booking Agent"
     assert agent.model is not None and agent.model.provider == "scripted"
@@ -205,3 +210,40 @@ async def test_session_lifecycle(client: AgentOSClient) -> None:
         with pytest.raises(httpx.HTTPStatusError) as gone:
             await client.get_session(session_id)
         assert gone.value.response.status_code == 404
+
+
+# -- teams (AgentOS's /teams, served by the demo's travel-team) --------------------
+
+
+async def test_teams_are_listed_with_their_members(client: AgentOSClient) -> None:
+    (listed,) = await client.list_teams()
+    assert (listed.id, listed.name) == ("travel-team", "Travel Team")
+    detail = await client.aget_team("travel-team")
+    assert [m.id for m in detail.members or []] == ["travel-agent", "planner-agent"]
+    config = await client.aget_config()
+    assert [t.id for t in config.teams or []] == ["travel-team"]
+
+
+async def test_a_team_run_nests_its_members_runs(client: AgentOSClient) -> None:
+    run = await client.run_team("travel-team", "Paris")
+    assert isinstance(run, team.TeamRunOutput)
+    assert run.team_id == "travel-team" and run.status == "COMPLETED"
+    assert run.content == (
+        "The team says: travel-agent: Here is what I found. Paris: 2.1M.; "
+        "planner-agent: Here is what I found. Paris: Paris is in the plan.."
+    )
+    members = run.member_responses
+    assert all(isinstance(m, RunOutput) for m in members)
+    assert sorted(m.agent_id or "" for m in members if isinstance(m, RunOutput)) == [
+        "planner-agent",
+        "travel-agent",
+    ]
+    await client.cancel_team_run("travel-team", run.run_id or "")  # ended: answered as is
+
+
+async def test_a_team_run_streams_team_events(client: AgentOSClient) -> None:
+    events = [e async for e in client.run_team_stream("travel-team", "Kyoto")]
+    assert isinstance(events[0], team.RunStartedEvent) and events[0].team_id == "travel-team"
+    assert isinstance(events[-1], team.RunCompletedEvent)
+    delegations = [e for e in events if isinstance(e, team.ToolCallCompletedEvent)]
+    assert len(delegations) == 2  # one to each member, in one batch

@@ -135,12 +135,13 @@ WITH_BODY = [(op.method, op.path) for op in operations(document()) if op.body_ty
 
 @pytest.mark.parametrize(("method", "template"), WITH_BODY)
 async def test_no_hostile_body_is_a_5xx(client: Client, method: str, template: str) -> None:
-    assert len(WITH_BODY) == 13
+    assert len(WITH_BODY) == 16
     created = await client.post(
         "/agents/travel-agent/runs", data={"message": "Paris", "stream": "false"}
     )
     # run_id, session_id; a schedule that does not exist (a 404 is no 5xx either)
-    ids = {"agent_id": "travel-agent", "schedule_id": "no-such-schedule"} | created.json()
+    ids = {"agent_id": "travel-agent", "team_id": "travel-team", "schedule_id": "no-such-schedule"}
+    ids |= created.json()
     if "{approval_id}" in template:  # a paused run's approval, pending while it is fuzzed
         booking = {"message": "Book Paris", "stream": "false"}
         paused = (await client.post("/agents/booking-agent/runs", data=booking)).json()

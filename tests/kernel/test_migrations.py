@@ -120,6 +120,10 @@ class Document(TypeDecorator[bytes]):
         return value
 
 
+# columns added after 0014, which the rows written before it lack
+LATER_COLUMNS = {"parent_run_id"}
+
+
 def before_0014(name: str) -> Table:
     """Table `name` as the revisions before 0014 had it, for inserts of the columns that
     were there: its documents `Document`s."""
@@ -129,6 +133,7 @@ def before_0014(name: str) -> Table:
         *(
             Column(c.name, Document if isinstance(c.type, LargeBinary) else c.type)
             for c in metadata.tables[name].c
+            if c.name not in LATER_COLUMNS
         ),
     )
 
@@ -136,7 +141,8 @@ def before_0014(name: str) -> Table:
 async def write_before_0014(engine: AsyncEngine, rows: dict[str, list[dict[str, Any]]]) -> None:
     async with engine.begin() as conn:
         for name, given in rows.items():
-            await conn.execute(insert(before_0014(name)), given)
+            rows_then = [{k: v for k, v in r.items() if k not in LATER_COLUMNS} for r in given]
+            await conn.execute(insert(before_0014(name)), rows_then)
 
 
 def plain(value: Any) -> Any:

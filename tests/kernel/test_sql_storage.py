@@ -54,6 +54,8 @@ def every_field_set(n: int) -> Run:
         forked_from_message_index=1 + n,
         forked_from_session_id=f"session {n}",
         regenerated_from=f"regenerated {n}",
+        parent_run_id=f"team run {n}",
+        parent_tool_call_id=f"delegation {n}",
         edits=[Edit("user_message", n, f"replaced {n}", f"edit {n}", f"team {n}")],
         instructions=f"instructions {n}",
         last_checkpoint_at_message_index=2 + n,
@@ -90,6 +92,7 @@ async def test_every_field_of_a_run_is_kept_when_inserted_and_when_saved(
     # a save writes every field that may change as the run goes, the storage's included
     written_once = {"created_at", "segments", "previous_run_id", "team_id", "user_id"}
     written_once |= {"input", "policy", "regenerated_from", "edits", "instructions"}
+    written_once |= {"parent_run_id", "parent_tool_call_id"}
     written_once |= {f.name for f in msgspec.structs.fields(Run) if f.name.startswith("forked")}
     saved = msgspec.structs.replace(
         later, revision=born.revision, recoveries=2, **{n: getattr(born, n) for n in written_once}

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0021"
-down_revision = "0018"
+down_revision = "0019"
 branch_labels = None
 depends_on = None
 

@@ -1,0 +1,47 @@
+"""Checks of a run tree: a crew run's members are runs of their own, linked to it in their
+rows, and kept out of their session's live history."""
+
+from __future__ import annotations
+
+from runpoint.conformance import build
+from runpoint.conformance.suite import Capability, check
+from runpoint.core.types import Message, RunStatus
+from runpoint.seams.storage import Storage
+
+
+@check(Capability.RUNS)
+async def a_member_run_reads_back_linked_to_its_crew_run(store: Storage) -> None:
+    session, crew = await build.started(store, [Message(role="user", content="Plan it")])
+    members = [
+        build.run(
+            session,
+            status=RunStatus.RUNNING,
+            parent_run_id=crew.run_id,
+            parent_tool_call_id=f"call-{i}",
+            input=f"task {i}",
+            message_count=1,
+        )
+        for i in range(2)
+    ]
+    await store.create_runs(
+        members, {m.run_id: [Message(role="user", content=m.input)] for m in members}
+    )
+    got = [
+        (r.run_id, r.parent_run_id, r.parent_tool_call_id)
+        for r in await store.member_runs(crew.run_id)
+    ]
+    assert got == [(m.run_id, crew.run_id, f"call-{i}") for i, m in enumerate(members)], got
+    first = await store.get_run(members[0].run_id)
+    assert first is not None and first.parent_tool_call_id == "call-0"
+    assert await store.member_runs(members[0].run_id) == []
+
+
+@check(Capability.RUNS)
+async def member_runs_are_not_their_sessions_history(store: Storage) -> None:
+    session, crew = await build.started(store)
+    member = build.run(session, parent_run_id=crew.run_id, parent_tool_call_id="call-1")
+    await store.create_runs([member])
+    assert [r.run_id for r in await store.list_runs(session.session_id)] == [crew.run_id]
+    # the session's next run follows the crew run, not its member
+    after = await store.start_in_session(build.run(session))
+    assert after.previous_run_id == crew.run_id

@@ -1,0 +1,145 @@
+"""A crew run's tree: each delegation of its leader is a run of the member (a child run,
+`parent_run_id` and `parent_tool_call_id` its link), with its own messages, tool batches,
+checkpoints, status and usage.
+
+A member's run id is made from its crew run's id and the delegation call's, so a
+delegation run again (the leader resumed after its process died, or after a pause) finds
+the run it started and picks it up where it is: a finished member's answer is read, an
+unfinished one resumed from its own last boundary (as the lease watch resumes any run),
+and none runs a finished tool call again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from runpoint.core import transcript
+from runpoint.core.errors import Conflict, InvalidRequest
+from runpoint.core.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Segment, ToolCall
+from runpoint.runs import tool_calls
+from runpoint.runs.context import RunContext
+from runpoint.seams.agent import Agent
+from runpoint.seams.crew import Crew, MembersPaused
+
+if TYPE_CHECKING:
+    from runpoint.runs.executor import Executor
+
+_MEMBERS = uuid.UUID("5f0c3f2e-2f6b-4b8e-9d55-6b1f0c7a9e31")
+
+
+def member_run_id(crew_run_id: str, tool_call_id: str) -> str:
+    """The id of the member run a delegation call starts: the same each time it runs."""
+    return str(uuid.uuid5(_MEMBERS, f"{crew_run_id}/{tool_call_id}"))
+
+
+class Crews:
+    def __init__(self, context: RunContext, executor: Executor) -> None:
+        self.storage = context.storage
+        self.queries = context.queries
+        self.leases = context.leases
+        self.executor = executor
+
+    async def delegate(self, crew_run: Run, call: ToolCall, member_id: str, task: str) -> str:
+        """Run (or pick up) the member run of the leader's delegation `call`: its answer,
+        an error the leader reads if it failed, or MembersPaused if it waits for a person."""
+        crew = self.queries.agent(crew_run.agent_id)
+        if not isinstance(crew, Crew) or member_id not in crew.members:
+            known = ", ".join(crew.members) if isinstance(crew, Crew) else ""
+            raise ValueError(f"no member {member_id!r} in this team (members: {known})")
+        member = self.queries.agent(member_id)
+        run_id = member_run_id(crew_run.run_id, call.id)
+        run = await self.storage.get_run(run_id)
+        # executed by another process, or it was until its lease runs out (it died)
+        while run is not None and self.leases.is_held_elsewhere(run):
+            await asyncio.sleep(self.leases.lease_seconds / 10)
+            run = await self.storage.get_run(run_id)
+        if run is None:
+            run = await self._start(member, crew_run, call, task)
+        elif run.status is RunStatus.PAUSED or run.status in IN_FLIGHT:
+            run = await self._resume(member, run)
+        return await self._answer(run, member_id)
+
+    async def _start(self, member: Agent, crew_run: Run, call: ToolCall, task: str) -> Run:
+        run_id = member_run_id(crew_run.run_id, call.id)
+        run = Run(
+            run_id=run_id,
+            session_id=crew_run.session_id,
+            agent_id=member.id,
+            team_id=crew_run.team_id,
+            user_id=crew_run.user_id,
+            input=task,
+            model=member.model_name,
+            policy=member.checkpoint,
+            segments=[Segment(run_id, 0)],
+            message_count=1,  # its task
+            parent_run_id=crew_run.run_id,
+            parent_tool_call_id=call.id,
+        )
+        incoming = [Message(role="user", content=task)]
+        self.executor.accept(run, background=False, stream=False)
+        await self.storage.create_runs([run], {run_id: incoming})
+        handle = await self.executor.begin(member, run, incoming, stream=False, background=False)
+        return await handle.result()
+
+    async def _resume(self, member: Agent, run: Run) -> Run:
+        """Claim a member run that stopped (paused, or its process died) and execute it
+        here from its own last boundary; if another claimed it first, wait for it."""
+        if self.executor.is_executing(run.run_id):
+            return await self.executor.follow(run).result()
+        if run.status in IN_FLIGHT:
+            run.recover()
+        self.executor.accept(run, background=False, stream=False)
+        try:
+            await self.storage.save(run, [], None)
+        except Conflict:  # the lease watch, or another process, took it
+            return await self.executor.follow(run).result()
+        handle = await self.executor.begin(
+            member, run, [], stream=False, background=False, resumed=True
+        )
+        return await handle.result()
+
+    async def _answer(self, run: Run, member_id: str) -> str:
+        if run.status is RunStatus.COMPLETED:
+            return run.content or ""
+        if run.status is RunStatus.PAUSED:
+            raise MembersPaused(await self._waiting(run))
+        raise RuntimeError(f"member {member_id}'s run ended {run.status.value}: {run.error}")
+
+    async def _waiting(self, run: Run) -> list[dict[str, Any]]:
+        """The paused member run's calls, as its RunPaused told of them."""
+        messages = await self.storage.read_messages(run.segments, run.message_count)
+        return [
+            tool_calls.info(c)
+            | {
+                "member_id": run.agent_id,
+                "member_run_id": run.run_id,
+                "in_doubt": c.id in run.in_doubt,
+            }
+            for c in transcript.unanswered_calls(messages)
+        ]
+
+    async def pass_decisions(self, crew_run: Run, decisions: Mapping[str, Decision]) -> None:
+        """A person's decisions on the calls the crew run's paused members wait on, given
+        to each member run (with the continue of the crew run they resume it, read as any
+        run's decisions are). InvalidRequest if one names no such call."""
+        left = dict(decisions)
+        for run in await self.storage.member_runs(crew_run.run_id):
+            if run.status is not RunStatus.PAUSED:
+                continue
+            messages = await self.storage.read_messages(run.segments, run.message_count)
+            pending = transcript.unanswered_calls(messages)
+            mine = {c.id: left.pop(c.id) for c in pending if c.id in left}
+            if mine:
+                member = self.queries.agent(run.agent_id)
+                run.continue_with(0, tool_calls.checked(member, pending, mine), None)
+                await self.storage.save(run, [], None)
+        if left:
+            raise InvalidRequest(f"no paused tool call has the id(s) {sorted(left)}")
+
+    async def unfinished_members(self, crew_run: Run) -> list[Run]:
+        """The crew run's member runs that have not ended (cancelled with it)."""
+        alive = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
+        return [r for r in await self.storage.member_runs(crew_run.run_id) if r.status in alive]
