@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from runpoint.facade import Runpoint
 
 # histogram buckets, in seconds: a model's turn takes seconds to minutes, a tool's
-# anything, a checkpoint write (one transaction) milliseconds
+# anything (and a schedule's fire delay, which a busy minute of ticks stretches to tens of
+# seconds), a checkpoint write (one transaction) milliseconds
 MODEL_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 TOOL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 WRITE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
@@ -187,7 +188,7 @@ class Instruments:
                 "runpoint_schedule_fire_delay_seconds",
                 "From a tick's time to its run being made",
                 registry=r,
-                buckets=WRITE_BUCKETS,
+                buckets=TOOL_BUCKETS,
             ),
         )
 

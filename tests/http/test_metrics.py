@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 from litestar.testing import AsyncTestClient
+from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from runpoint.adapters import auth
 from runpoint.adapters.litestar import build, create_app
 from runpoint.adapters.metrics import Metrics
+from runpoint.core.schedule import Schedule, ScheduleRun
 from runpoint.core.types import RunStatus
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
@@ -171,3 +173,17 @@ async def test_a_run_resumed_after_its_process_died_is_a_recovery(
     assert value(samples, "runpoint_run_recoveries_total", agent_id="counter") == 1
     finished = {"agent_id": "counter", "status": "COMPLETED"}
     assert value(samples, "runpoint_runs_finished_total", **finished) == 1
+
+
+def test_a_schedule_fired_late_in_a_busy_minute_is_told_apart_from_one_on_time() -> None:
+    metrics = Metrics()
+    schedule = Schedule(schedule_id="s", name="n", agent_id="travel-agent", message="Paris")
+    for delay in (0.2, 20.0):  # on time; behind a minute of a thousand ticks
+        fired = ScheduleRun(schedule_id="s", tick=0.0, run_id=str(delay), session_id="x")
+        metrics.runpoint_schedule_fired(schedule, fired, delay)
+    samples = parse(generate_latest(metrics.instruments.registry).decode())
+    under = {
+        le: value(samples, "runpoint_schedule_fire_delay_seconds_bucket", le=le)
+        for le in ("0.25", "10.0", "30.0")
+    }
+    assert under == {"0.25": 1, "10.0": 1, "30.0": 2}
