@@ -137,13 +137,12 @@ class Executor:
 
     def refuse_active(self, run: Run) -> None:
         """Conflict if this process is executing the run."""
-        # an execution that has paused or finished may still be winding down: no writer
-        execution = self._active.get(run.run_id)
-        if execution is not None and execution.run.status in IN_FLIGHT:
+        if self.is_executing(run.run_id):
             raise Conflict(f"run {run.run_id} is in flight")
 
     def is_executing(self, run_id: str) -> bool:
         """Whether this process executes the run now."""
+        # an execution that has paused or finished may still be winding down: no writer
         execution = self._active.get(run_id)
         return execution is not None and execution.run.status in IN_FLIGHT
 
