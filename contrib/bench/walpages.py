@@ -5,13 +5,16 @@ page named by the table or index that owns it (SQLite's dbstat table)."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import struct
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.pool import Pool
 
 _WAL_HEADER = 32
 _FRAME_HEADER = 24
@@ -34,11 +37,21 @@ class Commits(NamedTuple):
 
 def hold_checkpoints(engine: AsyncEngine) -> None:
     """No automatic checkpoint on `engine`'s connections (before it first connects)."""
+    event.listen(engine.sync_engine, "connect", _hold)
 
-    def hold(connection: Any, _record: Any) -> None:
-        connection.execute("PRAGMA wal_autocheckpoint=0")
 
-    event.listen(engine.sync_engine, "connect", hold)
+@contextlib.contextmanager
+def checkpoints_held() -> Iterator[None]:
+    """No automatic checkpoint on the connections any engine makes meanwhile."""
+    event.listen(Pool, "connect", _hold)
+    try:
+        yield
+    finally:
+        event.remove(Pool, "connect", _hold)
+
+
+def _hold(connection: Any, _record: Any) -> None:
+    connection.execute("PRAGMA wal_autocheckpoint=0")
 
 
 def commits(path: str) -> Commits:
