@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sqlite3
 import tempfile
+import time
 from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
@@ -119,8 +121,9 @@ def replay(
     written: Sequence[Boundary],
     page_size: int,
     path: str,
-) -> int:
-    """The WAL pages `written` takes in `layout`, one commit a boundary."""
+) -> tuple[int, float]:
+    """The WAL pages `written` takes in `layout`, one commit a boundary, and what reading
+    the run back costs (`_read_ms`)."""
     with closing(sqlite3.connect(path, isolation_level=None)) as db:
         for pragma in (
             f"page_size={page_size}",
@@ -156,7 +159,36 @@ def replay(
                 ).fetchall()
             _insert(db, layout.keys, run_id, b)
             db.execute("COMMIT")
-        return sum(map(len, commits(path).pages))
+        pages = sum(map(len, commits(path).pages))
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return pages, _read_ms(db, layout.keys, run_id)
+
+
+_READS = {  # every message and checkpoint of the run, in order (a get-run and a timeline)
+    "text": (
+        "SELECT idx, role, data FROM messages WHERE run_id = ? AND idx >= 0 ORDER BY idx",
+        "SELECT message_index, data FROM checkpoints WHERE run_id = ? AND message_index >= 0"
+        " ORDER BY message_index",
+    ),
+    "int": (
+        "SELECT k, role, data FROM messages WHERE k >= ? AND k < ? ORDER BY k",
+        "SELECT k, data FROM checkpoints WHERE k >= ? AND k < ? ORDER BY k",
+    ),
+    "log": ("SELECT k, data FROM boundaries WHERE k >= ? AND k < ? ORDER BY k",),
+}
+
+
+def _read_ms(db: sqlite3.Connection, keys: str, run_id: str, times: int = 20) -> float:
+    """SQLite's CPU to read the run's messages and checkpoints, the best of 5 (ms)."""
+    bounds = (run_id,) if keys == "text" else (_KEY, 2 * _KEY)
+    best = math.inf
+    for _ in range(5):
+        start = time.process_time()
+        for _ in range(times):
+            for sql in _READS[keys]:
+                db.execute(sql, bounds).fetchall()
+        best = min(best, (time.process_time() - start) / times)
+    return best * 1_000
 
 
 def _insert(db: sqlite3.Connection, keys: str, run_id: str, b: Boundary) -> None:
@@ -197,15 +229,15 @@ async def main(size: int, page_sizes: list[int]) -> None:
             f"{len(written)} boundaries of a {size:,}-message run, {payload / len(written):,.0f}"
             " bytes of documents each"
         )
-        print(f"{'page':>5} {'pages/boundary':>15} {'WAL/payload':>12}  layout")
+        print(f"{'page':>5} {'pages/boundary':>15} {'WAL/payload':>12} {'read ms':>8}  layout")
         for page_size in page_sizes:
             for n, layout in enumerate(LAYOUTS):
-                pages = replay(
+                pages, read = replay(
                     layout, schema, born, written, page_size, str(Path(tmp, f"{page_size}_{n}.db"))
                 )
                 wal = pages * (page_size + 24)
-                per = pages / len(written)
-                print(f"{page_size:>5} {per:>15.2f} {wal / payload:>12.1f}  {layout.name}")
+                per, ratio = pages / len(written), wal / payload
+                print(f"{page_size:>5} {per:>15.2f} {ratio:>12.1f} {read:>8.2f}  {layout.name}")
 
 
 if __name__ == "__main__":
