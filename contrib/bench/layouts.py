@@ -47,12 +47,14 @@ class Layout(NamedTuple):
     name: str
     tables: str  # in place of today's messages, checkpoints and run_events ("": today's)
     keys: str  # how the rows are keyed: "text" (run_id, index), "int" (one integer), "log"
+    events: str = "text"  # how the event log is keyed, if it is a table of its own
     session: bool = True  # the session's event cursor is moved at each boundary
     run: bool = True  # the run's row is rewritten at each boundary
 
 
 _INT = """CREATE TABLE messages (k INTEGER PRIMARY KEY, role TEXT, data BLOB, event_seq INT);
 CREATE TABLE checkpoints (k INTEGER PRIMARY KEY, data BLOB, event_seq INT);"""
+_EVENTS = "CREATE TABLE run_events (k INTEGER PRIMARY KEY, data BLOB);"
 _LOG = "CREATE TABLE boundaries (k INTEGER PRIMARY KEY, data BLOB);"
 LAYOUTS = (
     Layout("today", "", "text"),
@@ -62,17 +64,8 @@ LAYOUTS = (
         " PRIMARY KEY (run_id, seq)) WITHOUT ROWID;",
         "int",
     ),
-    Layout(
-        "... and events too",
-        _INT + "CREATE TABLE run_events (k INTEGER PRIMARY KEY, data BLOB);",
-        "int",
-    ),
-    Layout(
-        "... and no session cursor moved",
-        _INT + "CREATE TABLE run_events (k INTEGER PRIMARY KEY, data BLOB);",
-        "int",
-        session=False,
-    ),
+    Layout("... and events too", _INT + _EVENTS, "int", "int"),
+    Layout("... and no session cursor moved", _INT + _EVENTS, "int", "int", session=False),
     Layout("one row a boundary (integer key)", _LOG, "log"),
     Layout("one row a boundary, no session cursor moved", _LOG, "log", session=False),
     Layout("one row a boundary and nothing else", _LOG, "log", session=False, run=False),
@@ -157,7 +150,7 @@ def replay(
                     " RETURNING event_seq",
                     (len(b.messages) + 1, session_id),
                 ).fetchall()
-            _insert(db, layout.keys, run_id, b)
+            _insert(db, layout, run_id, b)
             db.execute("COMMIT")
         pages = sum(map(len, commits(path).pages))
         db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -191,13 +184,13 @@ def _read_ms(db: sqlite3.Connection, keys: str, run_id: str, times: int = 20) ->
     return best * 1_000
 
 
-def _insert(db: sqlite3.Connection, keys: str, run_id: str, b: Boundary) -> None:
+def _insert(db: sqlite3.Connection, layout: Layout, run_id: str, b: Boundary) -> None:
     index, mark, seq = b.checkpoint
-    if keys == "log":
+    if layout.keys == "log":
         rows = [d for _, _, d, _ in b.messages] + [mark] + [d for _, d in b.events]
         db.execute("INSERT INTO boundaries VALUES (?, ?)", (_KEY + index, b"".join(rows)))
         return
-    if keys == "text":
+    if layout.keys == "text":
         db.executemany(
             "INSERT INTO messages (run_id, idx, role, data, event_seq) VALUES (?, ?, ?, ?, ?)",
             [(run_id, *m) for m in b.messages],
@@ -209,14 +202,10 @@ def _insert(db: sqlite3.Connection, keys: str, run_id: str, b: Boundary) -> None
             [(_KEY + i, role, d, s) for i, role, d, s in b.messages],
         )
         db.execute("INSERT INTO checkpoints VALUES (?, ?, ?)", (_KEY + index, mark, seq))
-    if keys == "int" and "k" in _columns(db, "run_events"):
+    if layout.events == "int":
         db.executemany("INSERT INTO run_events VALUES (?, ?)", [(_KEY + s, d) for s, d in b.events])
     else:
         db.executemany("INSERT INTO run_events VALUES (?, ?, ?)", [(run_id, *e) for e in b.events])
-
-
-def _columns(db: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
 
 
 async def main(size: int, page_sizes: list[int]) -> None:
