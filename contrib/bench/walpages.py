@@ -77,10 +77,17 @@ def _owners(path: str) -> dict[int, str]:
     connection = sqlite3.connect(path)
     try:
         rows = connection.execute("SELECT pageno, name FROM dbstat").fetchall()
+        vacuum, size, pages = (
+            connection.execute(f"PRAGMA {p}").fetchone()[0]
+            for p in ("auto_vacuum", "page_size", "page_count")
+        )
     finally:
         connection.close()
     owners = {page: _label(name) for page, name in rows}
     owners[1] = "page 1 (the file's header, its size)"
+    if vacuum:  # the pointer map: a page of 5-byte entries for the pages after it
+        for page in range(2, pages + 1, size // 5 + 1):
+            owners[page] = "pointer-map pages (auto_vacuum)"
     return owners
 
 
