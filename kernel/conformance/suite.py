@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from runpoint.core.keyring import Keyring
+from runpoint.core.sealing import Codec
 from runpoint.seams.storage import Encrypted, Storage
 
 # Builds a new, unopened backend. Backends it builds may share their data (each check
@@ -157,7 +158,7 @@ def encrypted(backend: Storage, n: int) -> None:
     """Give the `n`th backend of an encryption check its keyring: a key of its own."""
     if not isinstance(backend, Encrypted):
         raise AssertionError("the backend does not implement runpoint.seams.storage.Encrypted")
-    backend.encrypt_with(Keyring({f"key-{n}": bytes([n + 1]) * 32}))
+    backend.encrypt_with(Codec(Keyring({f"key-{n}": bytes([n + 1]) * 32})))
 
 
 def _describe(error: Exception) -> str:
