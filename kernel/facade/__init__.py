@@ -123,7 +123,7 @@ class Runpoint(RunsFacade, SessionsFacade):
             if not isinstance(storage, Encrypted):
                 raise ConfigurationError(
                     f"{type(storage).__name__} cannot encrypt what it stores: a keyring "
-                    "needs a storage that can (SQLite, PostgreSQL)"
+                    "needs a storage that can (SQLite, PostgreSQL, memory)"
                 )
             storage.encrypt_with(Codec(keyring))
         self.storage = storage
