@@ -28,7 +28,9 @@ from runpoint.plugins.sql.schema import team_keys as team_keys_table
 from runpoint.plugins.sql.sealing import SEALED, UNDER_WAY, SealedColumns
 from runpoint.seams.storage import Resealed
 
-WATCH_SECONDS = 10.0
+# how soon a server sees another's `team erase` (and encryption done): a read of a small
+# table, cheap enough to ask every 2 s
+WATCH_SECONDS = 2.0
 _UNDER_WAY = secrets.c.name == UNDER_WAY
 _SEEN = "encryption-keyring-seen"  # a keyring opened this database once
 
