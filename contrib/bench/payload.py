@@ -8,7 +8,7 @@ Each run is one user message, model turns of one tool call each, then an answer 
 providers.py builds them). Per size, a fresh database: the payload stored (every document
 the database holds at the end, the bytes as stored, by table) and what this process asked
 the disk to write for it (its WAL, and the database file at checkpoints: see disk.py),
-per payload byte. `--keyring` seals the documents (plugins/sql/sealing.py)."""
+per payload byte. `--keyring` seals the documents (runpoint.core.sealing)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """With a keyring, a transcript's rows once opened are not opened again while their
-ciphertext stays the same (plugins/sql/sealing.py, `Opened`): a row altered, swapped or put
+ciphertext stays the same (runpoint.core.sealing, `Opened`): a row altered, swapped or put
 back in the clear after a read is still refused by name, never served from memory."""
 
 from __future__ import annotations
