@@ -61,6 +61,7 @@ def add_team_commands(team: argparse._SubParsersAction[argparse.ArgumentParser])
 
 def encrypted(args: argparse.Namespace) -> tuple[Keyring, Storage]:
     """The keyring, and the storage of `--db` sealing with it (not yet open, `Encrypted`)."""
+    from runpoint.core.sealing import Codec
     from runpoint.seams.host import PluginHost
     from runpoint.seams.storage import Encrypted
 
@@ -74,7 +75,7 @@ def encrypted(args: argparse.Namespace) -> tuple[Keyring, Storage]:
     storage = host.storage(args.db)
     if not isinstance(storage, Encrypted):
         raise StartupError(f"--db {args.db}: this storage cannot encrypt")
-    storage.encrypt_with(keyring)
+    storage.encrypt_with(Codec(keyring))
     return keyring, storage
 
 

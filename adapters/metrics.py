@@ -277,7 +277,7 @@ class Metrics:
             made.storage_failures.labels(kind).inc(met - self._failures.get(kind, 0))
             self._failures[kind] = met
         if isinstance(rp.storage, Encrypted):
-            refused = rp.storage.refused
+            refused = rp.storage.codec.failures
             made.integrity_failures.inc(refused - self._failures.get("integrity", 0))
             self._failures["integrity"] = refused
         return generate_latest(made.registry), CONTENT_TYPE_LATEST

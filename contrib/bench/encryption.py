@@ -1,11 +1,14 @@
 """Encryption at rest, what it costs: a 1,000-message run's build through the OpenAI
 provider (the official SDK, against the zero-latency vendor server of providers.py) and the
 timeline and snapshot reads of it, with and without a keyring, side by side in one
-process (alternating, medians); then a key rotation on SQLite and on a throwaway
-PostgreSQL server: the team keys wrapped anew, every document read once, none rewritten.
+process (alternating, medians): the first read by the server that wrote the run, the first
+by a new server, reads repeated (their documents kept opened), and cold reads (nothing
+kept: what a new server's first read costs once it is warm); then a key rotation on
+SQLite and on a throwaway PostgreSQL server: the team keys wrapped anew, every document
+read once, none rewritten.
 
     .venv/bin/python contrib/bench/encryption.py [--messages 1000] [--rounds 3] [--reads 200]
-                                                [--rotate-runs 40]
+                                                [--rotate-runs 40] [--no-rotation]
 
 CPU is this process's (the vendor server has its own). Target: at most 15% more CPU with
 encryption, per model turn and per read.
@@ -35,31 +38,73 @@ from tests.postgres import TemporaryServer, binaries
 KEY = {"bench-1": os.urandom(32)}
 
 
-async def build(database: str, keyring: Keyring | None, calls: int) -> tuple[str, float]:
-    """A run of `calls` tool calls (2 calls + 2 messages each) and its CPU per model turn
-    in ms."""
+async def build(database: str, keyring: Keyring | None, calls: int) -> tuple[Any, ...]:
+    """A run of `calls` tool calls (2 calls + 2 messages each): its id, its CPU per model
+    turn in ms, then the CPU ms of its first timeline and snapshot reads, by the server that
+    wrote it."""
     async with Runpoint([agent("openai")], database=database, keyring=keyring) as rp:
         start = CreateRun(agent_id="bench", message=f"calls: {calls}")
         r = await measured(lambda: rp.create_run(start), rp, False)
-        return r.run_id, r.cpu_per_turn_ms
+        return r.run_id, r.cpu_per_turn_ms, *[await once(read) for read in _reads(rp, r.run_id)]
 
 
-async def per_read(rp: Runpoint, read: Callable[[], Awaitable[Any]], count: int) -> float:
-    """CPU ms per call of `read`."""
-    await read()
+def _reads(rp: Runpoint, run_id: str) -> tuple[Callable[[], Awaitable[Any]], ...]:
+    """The timeline read and the snapshot read of the run's last message."""
+
+    async def snapshot() -> Any:
+        run = await rp.storage.get_run(run_id)
+        assert run is not None
+        return await rp.views.snapshot(run_id, run.message_count)
+
+    return lambda: rp.timeline(run_id), snapshot
+
+
+async def once(read: Callable[[], Awaitable[Any]]) -> float:
     cpu = time.process_time()
+    await read()
+    return 1000 * (time.process_time() - cpu)
+
+
+async def per_read(
+    read: Callable[[], Awaitable[Any]], count: int, before: Callable[[], None] = lambda: None
+) -> float:
+    """CPU ms per call of `read` (`before` each, not counted)."""
+    spent = 0.0
     for _ in range(count):
-        await read()
-    return 1000 * (time.process_time() - cpu) / count
+        before()
+        spent += await once(read)
+    return spent / count
 
 
 async def reads(database: str, keyring: Keyring | None, run_id: str, n: int) -> tuple[float, ...]:
+    """By a new server: its first timeline and snapshot reads (its one-time warm-up
+    included), then each read's CPU ms repeated, then with nothing kept from the reads
+    before (what a new server's first read of the run costs once warm)."""
     async with Runpoint([agent("openai")], database=database, keyring=keyring) as rp:
-        run = await rp.storage.get_run(run_id)
-        assert run is not None
-        timeline = await per_read(rp, lambda: rp.timeline(run_id), n)
-        snapshot = await per_read(rp, lambda: rp.views.snapshot(run_id, run.message_count), n // 10)
-        return timeline, snapshot
+        timeline, snapshot = _reads(rp, run_id)
+        first = [await once(timeline), await once(snapshot)]
+        storage = rp.storage
+        forget = storage.codec.forget_opened if isinstance(storage, Encrypted) else lambda: None
+        return (
+            *first,
+            await per_read(timeline, n),
+            await per_read(snapshot, n // 10),
+            await per_read(timeline, n, forget),
+            await per_read(snapshot, n // 10, forget),
+        )
+
+
+LABELS = (
+    "CPU per model turn",
+    "timeline, first read after the write (same server)",
+    "snapshot, first read after the write (same server)",
+    "timeline, first read by a new server (its warm-up too)",
+    "snapshot, first read by a new server (its warm-up too)",
+    "timeline read, repeated",
+    "snapshot read, repeated",
+    "timeline read, cold (nothing kept: a new server's first)",
+    "snapshot read, cold (nothing kept: a new server's first)",
+)
 
 
 async def compare(messages: int, rounds: int, n: int) -> None:
@@ -69,15 +114,14 @@ async def compare(messages: int, rounds: int, n: int) -> None:
         for r in range(rounds):
             for name, keyring in (("clear", None), ("sealed", Keyring(KEY))):
                 database = f"sqlite:///{tmp}/{name}-{r}.db"
-                run_id, per_turn = await build(database, keyring, calls)
-                side[name].append((per_turn, *await reads(database, keyring, run_id, n)))
+                run_id, *built = await build(database, keyring, calls)
+                side[name].append((*built, *await reads(database, keyring, run_id, n)))
     print(f"SQLite, a run of {messages:,} messages (OpenAI Responses), medians of {rounds}:")
-    print(f"{'':<26}{'clear':>10}{'sealed':>10}{'more':>9}")
-    labels = ("CPU per model turn, ms", "CPU per timeline read, ms", "CPU per snapshot read, ms")
-    for i, label in enumerate(labels):
+    print(f"{'CPU ms':<58}{'clear':>9}{'sealed':>9}{'more':>9}")
+    for i, label in enumerate(LABELS):
         clear = statistics.median(s[i] for s in side["clear"])
         sealed = statistics.median(s[i] for s in side["sealed"])
-        print(f"{label:<26}{clear:>10.3f}{sealed:>10.3f}{100 * (sealed / clear - 1):>8.1f}%")
+        print(f"{label:<58}{clear:>9.3f}{sealed:>9.3f}{100 * (sealed / clear - 1):>8.1f}%")
 
 
 async def rotation(database: str, runs: int) -> None:
@@ -105,6 +149,8 @@ async def rotation(database: str, runs: int) -> None:
 
 async def main(args: argparse.Namespace) -> None:
     await compare(args.messages, args.rounds, args.reads)
+    if args.no_rotation:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         await rotation(f"sqlite:///{tmp}/rotate.db", args.rotate_runs)
     bin_dir = binaries()
@@ -124,4 +170,5 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reads", type=int, default=200, help="timeline reads per side")
     parser.add_argument("--rotate-runs", type=int, default=40, help="runs of 100 messages")
+    parser.add_argument("--no-rotation", action="store_true", help="the CPU figures only")
     asyncio.run(main(parser.parse_args()))

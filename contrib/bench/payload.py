@@ -10,7 +10,7 @@ the database holds at the end, the bytes as stored, by table) and what this proc
 the disk to write for it, per payload byte: "disk" is the OS's count of the bytes it
 wrote (`write_bytes`: its WAL at each commit, and the database file at each checkpoint,
 the last one forced at the end; see disk.py). `--keyring` seals the documents
-(plugins/sql/sealing.py). `--pages` builds each run once more with SQLite's checkpoints
+(runpoint.core.sealing). `--pages` builds each run once more with SQLite's checkpoints
 held and reads its WAL (walpages.py): the WAL's bytes (the rest of "disk" is the database
 file), and the pages each commit wrote, by the table or index they belong to."""
 

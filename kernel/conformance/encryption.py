@@ -1,13 +1,16 @@
 """Checks of encryption at rest (optional: `runpoint.seams.storage.Encrypted`). Each backend
-is given a keyring of its own (see `suite.encrypted`): what one seals reads back whole
-through it, and another backend of the same store, without its key, refuses those rows
-(`Unreadable`) rather than serving them as if valid."""
+is given a recording codec with a keyring of its own (see `suite.encrypted`): it must store
+the ciphertext it is given and hand it back unchanged, bound to the same row, keep none of
+what it was given in the clear, and refuse a ciphertext moved from another row; what one
+backend seals reads back whole through it, and another backend of the same store, without
+its key, refuses those rows (`Unreadable`) rather than serving them as if valid."""
 
 from __future__ import annotations
 
 import msgspec
 
 from runpoint.conformance import build
+from runpoint.conformance.recording import Recording, in_the_clear
 from runpoint.conformance.suite import Capability, check
 from runpoint.core.errors import Unreadable
 from runpoint.core.types import (
@@ -60,6 +63,43 @@ async def _written(store: Storage) -> tuple[Run, str]:
     await store.create_runs([fork])
     assert await build.transcript(store, fork) == said
     return run, checkpoint.checkpoint_id
+
+
+def _recording(store: Storage) -> Recording:
+    assert isinstance(store, Encrypted)
+    codec = store.codec
+    assert isinstance(codec, Recording), "the backend does not seal with the codec it is given"
+    return codec
+
+
+@check(ENCRYPTION)
+async def what_is_stored_is_the_ciphertext_given_and_comes_back_unchanged(
+    store: Storage,
+) -> None:
+    codec = _recording(store)
+    await _written(store)
+    assert codec.opens, "the backend read back no document through its codec"
+    assert not codec.strays, f"opened what the codec never sealed for that row: {codec.strays}"
+    kept = in_the_clear(store, SAID.encode(), besides=codec)
+    assert not kept, f"what a user typed is kept in the clear at {kept}"
+
+
+@check(ENCRYPTION)
+async def a_ciphertext_moved_from_another_row_is_refused(store: Storage) -> None:
+    codec = _recording(store)
+    codec.marker = build.fresh("moved").encode()
+    said = [Message("user", codec.marker.decode()), Message("assistant", SAID)]
+    _, first = await build.started(store, said)
+    codec.moving = True  # the second run's message 0 is stored as the first's ciphertext
+    _, second = await build.started(store, said)
+    codec.moving = False
+    try:
+        await build.transcript(store, second)
+    except Unreadable:
+        pass
+    else:
+        raise AssertionError("a ciphertext moved from another row was served")
+    assert await build.transcript(store, first) == said
 
 
 @check(ENCRYPTION, backends=2)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from runpoint.conformance.recording import Recording
 from runpoint.core.keyring import Keyring
 from runpoint.seams.storage import Encrypted, Storage
 
@@ -38,8 +39,9 @@ class Capability(enum.StrEnum):
     IDEMPOTENCY = "idempotency"
     RETENTION = "retention"
     SCHEDULES = "schedules"
-    # optional: several backends (processes) sharing one store; text with U+0000 (NUL);
-    # encryption at rest (`Encrypted`), each backend given a keyring of its own
+    # optional: several backends (processes) sharing one store (so every check of more
+    # than one backend); text with U+0000 (NUL); encryption at rest (`Encrypted`), each
+    # backend given a codec with a keyring of its own
     PROCESSES = "processes"
     NUL = "nul"
     ENCRYPTION = "encryption"
@@ -129,7 +131,8 @@ async def run(factory: BackendFactory, *, skip: Collection[str] = ()) -> Report:
     outcomes = []
     # the encryption checks last: the rows they seal are under keys the others lack
     for one in sorted(CHECKS, key=lambda c: c.capability is Capability.ENCRYPTION):
-        if one.capability in skipped:
+        # two backends of a check share one store: a backend that cannot lacks `processes`
+        if one.capability in skipped or (one.backends > 1 and Capability.PROCESSES in skipped):
             outcomes.append(Outcome(one, "skipped"))
         else:
             outcomes.append(await _run_check(one, factory))
@@ -154,10 +157,11 @@ async def _run_check(one: Check, factory: BackendFactory) -> Outcome:
 
 
 def encrypted(backend: Storage, n: int) -> None:
-    """Give the `n`th backend of an encryption check its keyring: a key of its own."""
+    """Give the `n`th backend of an encryption check its codec (`Recording`), with a
+    keyring of its own."""
     if not isinstance(backend, Encrypted):
         raise AssertionError("the backend does not implement runpoint.seams.storage.Encrypted")
-    backend.encrypt_with(Keyring({f"key-{n}": bytes([n + 1]) * 32}))
+    backend.encrypt_with(Recording(Keyring({f"key-{n}": bytes([n + 1]) * 32})))
 
 
 def _describe(error: Exception) -> str:

@@ -32,7 +32,7 @@ TEAM_MAGIC = 0x02
 _TEAM = bytes([TEAM_MAGIC])
 _NONE = b"\xff"  # the start of no document
 KEY_BYTES = 32
-_NONCE = 12
+NONCE = 12
 
 
 class Unopened(Exception):
@@ -51,10 +51,10 @@ class Keyring:
                     f"key {key_id!r} is {len(key)} bytes; AES-256 keys are {KEY_BYTES}"
                 )
         # by the header a document sealed under it starts with
-        self._ciphers = {_header(key_id): AESGCM(key) for key_id, key in keys.items()}
+        self.ciphers = {_header(key_id): AESGCM(key) for key_id, key in keys.items()}
         self.current = next(iter(keys))
         self._header = _header(self.current)
-        self._seal = self._ciphers[self._header].encrypt
+        self._seal = self.ciphers[self._header].encrypt
 
     @classmethod
     def from_file(cls, path: str) -> Keyring:
@@ -82,18 +82,18 @@ class Keyring:
             raise ConfigurationError(f"encryption keys {path}: {exc}") from exc
 
     def seal(self, plain: bytes, aad: bytes) -> bytes:
-        nonce = os.urandom(_NONCE)
+        nonce = os.urandom(NONCE)
         return self._header + nonce + self._seal(nonce, plain, aad)
 
     def open(self, sealed: bytes, aad: bytes) -> bytes:
         if not sealed or sealed[0] != MAGIC:
             raise Unopened("stored in the clear")
         start = 2 + sealed[1]
-        if (cipher := self._ciphers.get(sealed[:start])) is None:
+        if (cipher := self.ciphers.get(sealed[:start])) is None:
             key_id = key_id_of(sealed)
             raise Unopened(f"sealed under key {key_id!r}, which the keyring does not hold")
         try:
-            return cipher.decrypt(sealed[start : start + _NONCE], sealed[start + _NONCE :], aad)
+            return cipher.decrypt(sealed[start : start + NONCE], sealed[start + NONCE :], aad)
         except InvalidTag:
             raise Unopened("failed authentication (altered, or another row's)") from None
 
@@ -109,7 +109,9 @@ class TeamKeys:
 
     def __init__(self, keyring: Keyring) -> None:
         self.keyring = keyring
-        self._ciphers: dict[bytes, AESGCM] = {}  # by header
+        # by header: the team keys held, and the keyring's (their headers differ in their
+        # first byte), for `runpoint.core.sealing.Codec.open_rows`
+        self.ciphers: dict[bytes, AESGCM] = dict(keyring.ciphers)
         self._teams: dict[str, bytes] = {}  # team -> the header of its key
         self._refused: dict[bytes, str] = {}  # headers that will not open, and why
         self._last = _NONE  # the header of a key held or refused, met last by `missing`
@@ -133,7 +135,7 @@ class TeamKeys:
         self.drop(team)
         header = _header(key_id, TEAM_MAGIC)
         try:
-            self._ciphers[header] = AESGCM(self.unwrap(team, key_id, wrapped))
+            self.ciphers[header] = AESGCM(self.unwrap(team, key_id, wrapped))
         except Unopened as exc:
             self._refused[header] = f"its team key {key_id!r} does not unwrap: {exc}"
             return
@@ -145,14 +147,14 @@ class TeamKeys:
 
     def drop(self, team: str) -> None:
         if (header := self._teams.pop(team, None)) is not None:
-            self._ciphers.pop(header, None)
+            self.ciphers.pop(header, None)
             self._last = _NONE
 
     def erased(self, key_ids: Iterable[str]) -> None:
         """These keys are gone from the storage: their documents never open again."""
         for key_id in key_ids:
             header = _header(key_id, TEAM_MAGIC)
-            self._ciphers.pop(header, None)
+            self.ciphers.pop(header, None)
             self._refused[header] = f"sealed under team key {key_id!r}, which was erased"
 
     def missing(self, rows: Iterable[Sequence[Any]], positions: Sequence[int]) -> set[str]:
@@ -168,7 +170,7 @@ class TeamKeys:
             for value in column:
                 if value.__class__ is bytes and value[:1] == _TEAM:
                     header = value[: 2 + value[1]]
-                    if header in self._ciphers or header in self._refused:
+                    if header in self.ciphers or header in self._refused:
                         self._last = header
                     else:
                         found.add(header[2:].decode(errors="replace"))
@@ -176,18 +178,18 @@ class TeamKeys:
 
     def seal(self, team: str, plain: bytes, aad: bytes) -> bytes:
         header = self._teams[team]  # the storage holds the key of a team before it writes
-        nonce = os.urandom(_NONCE)
-        return header + nonce + self._ciphers[header].encrypt(nonce, plain, aad)
+        nonce = os.urandom(NONCE)
+        return header + nonce + self.ciphers[header].encrypt(nonce, plain, aad)
 
     def open(self, sealed: bytes, aad: bytes) -> bytes:
         start = 2 + sealed[1]
         header = sealed[:start]
-        if (cipher := self._ciphers.get(header)) is None:
+        if (cipher := self.ciphers.get(header)) is None:
             why = self._refused.get(header)
             key_id = header[2:].decode(errors="replace")
             raise Unopened(why or f"sealed under team key {key_id!r}, which is not held")
         try:
-            return cipher.decrypt(sealed[start : start + _NONCE], sealed[start + _NONCE :], aad)
+            return cipher.decrypt(sealed[start : start + NONCE], sealed[start + NONCE :], aad)
         except InvalidTag:
             raise Unopened("failed authentication (altered, or another row's)") from None
 

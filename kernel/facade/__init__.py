@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Literal
 
 from runpoint.core.errors import ConfigurationError
+from runpoint.core.sealing import Codec
 from runpoint.durable import LEASE_SECONDS, RETAIN_KEYS, SWEEP_BATCH, SWEEP_SECONDS
 from runpoint.durable.leases import Leases
 from runpoint.durable.outages import Outages
@@ -122,9 +123,9 @@ class Runpoint(RunsFacade, SessionsFacade):
             if not isinstance(storage, Encrypted):
                 raise ConfigurationError(
                     f"{type(storage).__name__} cannot encrypt what it stores: a keyring "
-                    "needs a storage that can (SQLite, PostgreSQL)"
+                    "needs a storage that can (SQLite, PostgreSQL, memory)"
                 )
-            storage.encrypt_with(keyring)
+            storage.encrypt_with(Codec(keyring))
         self.storage = storage
         self._secrets: dict[str, bytes] = {}
         self._recover = recover

@@ -37,7 +37,7 @@ from runpoint.seams.retention import RetentionStore
 from runpoint.seams.schedules import ScheduleStore
 
 if TYPE_CHECKING:
-    from runpoint.core.keyring import Keyring
+    from runpoint.core.sealing import Codec
 
 
 class RunStore(Protocol):
@@ -353,17 +353,21 @@ class Resealed(NamedTuple):
 
 @runtime_checkable
 class Encrypted(Protocol):
-    """Optional, for a backend that keeps what it stores at rest: it seals every document
-    a user, a tool or a model wrote with `keyring` (runpoint.core.keyring), bound to its
-    row, and refuses to serve one that does not open (`Unreadable`). A backend without
-    it is refused a keyring, rather than keeping documents in the clear."""
-
-    def encrypt_with(self, keyring: Keyring) -> None:
-        """Seal with `keyring` from now on; called before `open`."""
+    """Optional, for a backend that keeps what it stores at rest through a codec
+    (runpoint.core.sealing): it hands every document a user, a tool or a model wrote to
+    `codec.seal` with the document's binding (its kind, field and row key) where it
+    encodes it, stores the bytes it gets back, and hands them back unchanged to
+    `codec.open` (or `open_rows`) with the same binding where it decodes them. The codec
+    seals and authenticates; a document that does not open is `Unreadable`. A backend
+    without it is refused a keyring, rather than keeping documents in the clear. The
+    conformance suite checks this contract with a recording codec."""
 
     @property
-    def refused(self) -> int:
-        """The rows refused (`Unreadable`) since it opened."""
+    def codec(self) -> Codec:
+        """The codec it seals and opens with (one without a keyring until given one)."""
+
+    def encrypt_with(self, codec: Codec) -> None:
+        """Seal and open through `codec` from now on; called before `open`."""
 
     async def reseal(self, *, encrypt: bool, check: bool, batch: int) -> Resealed:
         """Seal anew under the keyring's first key every document that is not, in bounded

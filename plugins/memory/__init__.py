@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from runpoint import hookimpl
 from runpoint.plugins.memory.approvals import MemoryApprovals
+from runpoint.plugins.memory.encryption import MemoryEncryption
 from runpoint.plugins.memory.events import MemoryEvents
 from runpoint.plugins.memory.jobs import MemoryJobs
 from runpoint.plugins.memory.keys import MemoryKeys
@@ -30,6 +31,7 @@ class MemoryStorage(
     MemoryApprovals,
     MemoryJobs,
     MemorySchedules,
+    MemoryEncryption,
 ):
     """Every role of `Storage` over one set of tables (see `tables`)."""
 

@@ -44,7 +44,8 @@ class MemoryApprovals(Tables):
         if found is None or found.status != "pending":
             return None
         found.settle(status, resolved_by, resolution_data)
-        return copy(found)
+        self._approvals[approval_id] = found
+        return found
 
     async def delete_approval(self, approval_id: str) -> bool:
         return self._approvals.pop(approval_id, None) is not None

@@ -108,7 +108,8 @@ class MemoryRetention(Tables):
                 self._session_runs[run.session_id].remove(run_id)
                 self._events.pop(run_id, None)
             self._tool_calls = {k: v for k, v in self._tool_calls.items() if k[0] not in run_ids}
-            self._approvals = {k: a for k, a in self._approvals.items() if a.run_id not in run_ids}
+            for approval_id in [k for k, a in self._approvals.items() if a.run_id in run_ids]:
+                del self._approvals[approval_id]
             for checkpoint_id in readers - run_ids:
                 self._session_checkpoints.pop(checkpoint_id, None)
         return removed

@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping, Sequence
 import msgspec
 
 from runpoint.core.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
-from runpoint.plugins.memory.tables import IN_FLIGHT, Tables, copy
+from runpoint.plugins.memory.tables import IN_FLIGHT, Sealed, Tables, copy
 
 
 class MemoryRuns(Tables):
@@ -67,6 +67,7 @@ class MemoryRuns(Tables):
         if run is None or run.status not in IN_FLIGHT:
             return False
         run.request_cancel()
+        self._runs[run_id] = run
         return True
 
     async def renew_leases(self, owner: str, run_ids: Collection[str], until: float) -> None:
@@ -74,6 +75,7 @@ class MemoryRuns(Tables):
             run = self._runs.get(run_id)
             if run is not None and run.lease_owner == owner and run.status in IN_FLIGHT:
                 run.lease_to(owner, until)
+                self._runs[run_id] = run
 
     async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
         return [
@@ -87,8 +89,9 @@ class MemoryRuns(Tables):
     async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
         for result in results:
             call = (run_id, result.tool_call_id or "")
-            if call in self._tool_calls:
-                self._tool_calls[call] = copy(result)
+            if call in self._tool_calls and (run := self._runs.get(run_id)) is not None:
+                binding = ("tool_calls", "result", *call)
+                self._tool_calls[call] = Sealed(self._seal(result, run.team_id, *binding))
 
     async def tool_records(
         self, run_id: str, tool_call_ids: Sequence[str]
@@ -96,6 +99,10 @@ class MemoryRuns(Tables):
         records = {}
         for call_id in tool_call_ids:
             if (run_id, call_id) in self._tool_calls:
-                result = self._tool_calls[run_id, call_id]
-                records[call_id] = None if result is None else copy(result)
+                found = self._tool_calls[run_id, call_id]
+                records[call_id] = (
+                    None
+                    if found is None
+                    else self._open(Message, found.data, "tool_calls", "result", run_id, call_id)
+                )
         return records

@@ -45,6 +45,7 @@ class MemorySchedules(Tables):
         if found is None or found.next_run_at != tick:
             return False
         found.next_run_at = to
+        self._schedules[schedule_id] = found
         self._holds.pop(schedule_id, None)
         return True
 

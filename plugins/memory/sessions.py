@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 import msgspec
 
 from runpoint.core.errors import Conflict
+from runpoint.core.tenancy import DEFAULT_TEAM
 from runpoint.core.types import (
     KeyAnswer,
     Message,
@@ -111,7 +112,9 @@ class MemorySessions(MemoryRetention):
             return False
         self._refuse_taken_runs(runs)
         for run_id in self._session_runs[session_id]:
-            self._runs[run_id].hide()
+            hidden = self._runs[run_id]
+            hidden.hide()
+            self._runs[run_id] = hidden
         self._insert_runs(runs, {})
         session.locked, session.rollback = None, None
         session.event_seq += 1  # the rollback is an event of the session too
@@ -140,6 +143,11 @@ class MemorySessions(MemoryRetention):
         lease = row.checkpoint.lease
         if lease is not None and not lease.open_to(owner):
             return False
+        if capture is not None:
+            session = self._sessions.get(checkpoint.session_id)
+            team = DEFAULT_TEAM if session is None else session.team_id
+            binding = ("session_checkpoints", "capture", checkpoint.checkpoint_id)
+            capture = self.codec.seal(capture, *binding, team=team)
         row.checkpoint, row.capture = copy(checkpoint), capture
         return True
 
@@ -151,7 +159,8 @@ class MemorySessions(MemoryRetention):
         row = self._session_checkpoints.get(checkpoint_id)
         if row is None or row.capture is None:
             return None
-        return msgspec.json.decode(row.capture, type=SessionCapture)
+        capture = self.codec.open(row.capture, "session_checkpoints", "capture", checkpoint_id)
+        return msgspec.json.decode(capture, type=SessionCapture)
 
     async def list_session_checkpoints(
         self, session_id: str, *, limit: int, before: int | None

@@ -2,14 +2,16 @@
 
 Every method runs to completion without awaiting anything, so under asyncio each one is
 atomic: no lock is needed. Structs are copied in and out, as a database would, so a
-caller changing a `Run` it read or wrote does not change what is stored.
+caller changing a `Run` it read or wrote does not change what is stored. The documents of
+a transcript (messages, checkpoints, tool results, events, session captures) are kept as
+the bytes the codec gave (`Sealed`): sealed, with a keyring (runpoint.core.sealing).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
 import msgspec
@@ -17,6 +19,7 @@ import msgspec
 from runpoint.core import transcript
 from runpoint.core.errors import ClaimLost, Conflict, Locked, NotFound
 from runpoint.core.schedule import Schedule, ScheduleRun
+from runpoint.core.sealing import Codec
 from runpoint.core.types import (
     Approval,
     Checkpoint,
@@ -31,17 +34,57 @@ from runpoint.core.types import (
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
+Owned = TypeVar("Owned", Run, Approval, Schedule)  # a team's row
 IN_FLIGHT = (RunStatus.PENDING, RunStatus.RUNNING)
 _encode = msgspec.msgpack.Encoder().encode
 _decoders: dict[type[Any], msgspec.msgpack.Decoder[Any]] = {}
 
 
+def decoded(kind: type[T], document: bytes) -> T:
+    decoder = _decoders.get(kind) or _decoders.setdefault(kind, msgspec.msgpack.Decoder(kind))
+    found: T = decoder.decode(document)
+    return found
+
+
 def copy(struct: T) -> T:
     """A deep copy (a msgpack round trip: faster than `copy.deepcopy`, and exact)."""
-    kind = type(struct)
-    decoder = _decoders.get(kind) or _decoders.setdefault(kind, msgspec.msgpack.Decoder(kind))
-    copied: T = decoder.decode(_encode(struct))
-    return copied
+    return decoded(type(struct), _encode(struct))
+
+
+class Sealed(msgspec.Struct, frozen=True):
+    """A document as the codec gave it, with what is queried of it in the clear."""
+
+    data: bytes
+    role: str = ""  # a message's
+    seq: int = 0  # an event's
+
+
+class SealedRows(MutableMapping[str, Owned]):
+    """A table of structs, each kept as the codec gives its document (bound to the table
+    and the row's id). A read is a fresh copy: a struct changed in place is stored again."""
+
+    def __init__(self, tables: Tables, kind: type[Owned], table: str) -> None:
+        self._tables, self._table = tables, table
+        self._kind: type[Owned] = kind
+        self._rows: dict[str, bytes] = {}
+
+    def __getitem__(self, key: str) -> Owned:
+        return self._tables._open(self._kind, self._rows[key], self._table, "data", key)
+
+    def __setitem__(self, key: str, value: Owned) -> None:
+        self._rows[key] = self._tables._seal(value, value.team_id, self._table, "data", key)
+
+    def __delitem__(self, key: str) -> None:
+        del self._rows[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._rows
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
 
 
 class KeyRow(NamedTuple):
@@ -66,23 +109,37 @@ class Tables:
     def __init__(self, url: str = "memory:") -> None:
         self.url = url
         self._sessions: dict[str, Session] = {}
-        self._runs: dict[str, Run] = {}
+        self._runs = SealedRows(self, Run, "runs")
         self._run_seqs: dict[str, int] = {}  # insertion order, across the store
         # a session's run ids in the order they were inserted (its newest run is last)
         self._session_runs: dict[str, list[str]] = {}
         # a run's own messages and checkpoints, by index
-        self._messages: dict[str, dict[int, Message]] = {}
-        self._checkpoints: dict[str, dict[int, Checkpoint]] = {}
-        self._events: dict[str, list[RunEvent]] = {}  # a run's event log, in order
-        self._tool_calls: dict[tuple[str, str], Message | None] = {}
+        self._messages: dict[str, dict[int, Sealed]] = {}
+        self._checkpoints: dict[str, dict[int, Sealed]] = {}
+        self._events: dict[str, list[Sealed]] = {}  # a run's event log, in order
+        self._tool_calls: dict[tuple[str, str], Sealed | None] = {}
         self._keys: dict[tuple[str, str], KeyRow] = {}
         self._session_checkpoints: dict[str, SessionCheckpointRow] = {}
         self._secrets: dict[str, bytes] = {}
-        self._approvals: dict[str, Approval] = {}
-        self._schedules: dict[str, Schedule] = {}
+        self._approvals = SealedRows(self, Approval, "approvals")
+        self._schedules = SealedRows(self, Schedule, "schedules")
         self._fired: dict[tuple[str, float], ScheduleRun] = {}  # by (schedule_id, tick)
         self._holds: dict[str, float] = {}  # schedule_id: until when a pass holds it
         self._seq = itertools.count(1)
+        self.codec = Codec()
+
+    def _seal(self, struct: msgspec.Struct, team: str, *binding: object) -> bytes:
+        """A struct's document, as the codec gives it for its binding (kind, field, key)."""
+        teams = self.codec.teams
+        if teams is not None and not teams.held(team):
+            key_id, made = teams.new()  # this store's own: it ends with the process
+            teams.hold(team, key_id, teams.wrap(team, key_id, made))
+        kind, field, *key = binding
+        return self.codec.seal(_encode(struct), str(kind), str(field), *key, team=team)
+
+    def _open(self, kind: type[T], stored: bytes, *binding: object) -> T:
+        table, field, *key = binding
+        return decoded(kind, self.codec.open(stored, str(table), str(field), *key))
 
     async def open(self) -> None:
         pass
@@ -118,18 +175,19 @@ class Tables:
         session = self._sessions.get(run.session_id)
         if stored is None or session is None or stored.revision != run.revision:
             raise Conflict(f"run {run.run_id} was changed by another writer")
-        self._append_events(run.run_id, events)
+        self._append_events(run, events)
         # one place in the session's event log per message, then one for the boundary
         session.event_seq += len(messages) + 1
         indexes = transcript.own_indexes(run, len(messages))
         rows = self._messages.setdefault(run.run_id, {})
-        rows.update((i, copy(m)) for i, m in zip(indexes, messages, strict=True))
-        if checkpoint is not None:
-            marks = self._checkpoints.setdefault(run.run_id, {})
-            marks.setdefault(  # the first checkpoint at an index stands
-                checkpoint.message_index,
-                msgspec.structs.replace(copy(checkpoint), event_seq=session.event_seq),
-            )
+        team = run.team_id
+        for i, m in zip(indexes, messages, strict=True):
+            rows[i] = Sealed(self._seal(m, team, "messages", "data", run.run_id, i), m.role)
+        marks = self._checkpoints.setdefault(run.run_id, {})
+        if checkpoint is not None and (at := checkpoint.message_index) not in marks:
+            # the first checkpoint at an index stands
+            mark = msgspec.structs.replace(checkpoint, event_seq=session.event_seq)
+            marks[at] = Sealed(self._seal(mark, team, "checkpoints", "data", run.run_id, at))
         for call_id in intents:
             self._tool_calls.setdefault((run.run_id, call_id), None)
         # the store owns these: a writer reads them back, never writes them
@@ -159,10 +217,14 @@ class Tables:
         row = self._keys.get((claim.scope, claim.key))
         return row if row is not None and row.owner == claim.owner and row.answer is None else None
 
-    def _append_events(self, run_id: str, events: Sequence[RunEvent]) -> None:
-        log = self._events.setdefault(run_id, [])
+    def _append_events(self, run: Run, events: Sequence[RunEvent]) -> None:
+        log = self._events.setdefault(run.run_id, [])
         last = log[-1].seq if log else 0
-        log += [copy(e) for e in events if e.seq > last]  # a seq taken already stands
+        log += [  # a seq taken already stands
+            Sealed(self._seal(e, run.team_id, "run_events", "data", run.run_id, e.seq), seq=e.seq)
+            for e in events
+            if e.seq > last
+        ]
 
     def _refuse_taken_runs(self, runs: Sequence[Run]) -> None:
         ids = [r.run_id for r in runs]

@@ -9,12 +9,12 @@ from typing import Any
 import msgspec
 from sqlalchemy import delete, exists, func, or_, select, update
 
+from runpoint.core.sealing import Codec, readable
 from runpoint.core.types import Approval, ApprovalQuery, ApprovalStatus, RunStatus
 from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import approvals, runs
-from runpoint.plugins.sql.sealing import Codec, readable
 
 _decode = msgspec.json.Decoder(Approval).decode
 _c = approvals.c

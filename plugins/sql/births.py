@@ -12,11 +12,11 @@ from typing import Any, NamedTuple
 import msgspec
 
 from runpoint.core import transcript
+from runpoint.core.sealing import Codec
 from runpoint.core.types import Message, Run, Segment, Session
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.run_rows import run_row
 from runpoint.plugins.sql.schema import NO_END, messages
-from runpoint.plugins.sql.sealing import Codec
 
 
 class Births(NamedTuple):

@@ -14,13 +14,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint.core.group_commit import GroupCommit
+from runpoint.core.sealing import Codec
 from runpoint.core.types import Run
 from runpoint.plugins.sql import migrate, team_keys
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import compiled
 from runpoint.plugins.sql.schema import NO_END, messages, run_reads, runs, sessions
-from runpoint.plugins.sql.sealing import Codec
 
 __all__ = ["NO_END", "Database", "Save"]
 

@@ -19,15 +19,18 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, select, tuple_, update
 
-from runpoint.core.keyring import TEAM_MAGIC, Keyring, TeamKeys, Unopened, key_id_of
+from runpoint.core.keyring import TEAM_MAGIC, TeamKeys, Unopened, key_id_of
+from runpoint.core.sealing import Codec, aad
 from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import metadata, runs, schedules, secrets, sessions
 from runpoint.plugins.sql.schema import team_keys as team_keys_table
-from runpoint.plugins.sql.sealing import SEALED, UNDER_WAY, Codec, SealedColumns, aad
+from runpoint.plugins.sql.sealing import SEALED, UNDER_WAY, SealedColumns
 from runpoint.seams.storage import Resealed
 
-WATCH_SECONDS = 10.0
+# how soon a server sees another's `team erase` (and encryption done): a read of a small
+# table, cheap enough to ask every 2 s
+WATCH_SECONDS = 2.0
 _UNDER_WAY = secrets.c.name == UNDER_WAY
 _SEEN = "encryption-keyring-seen"  # a keyring opened this database once
 
@@ -36,12 +39,12 @@ class SqlEncryption:
     db: Database
     _watch: asyncio.Task[None] | None = None
 
-    def encrypt_with(self, keyring: Keyring) -> None:
-        self.db.codec = Codec(keyring)
-
     @property
-    def refused(self) -> int:
-        return self.db.codec.failures
+    def codec(self) -> Codec:
+        return self.db.codec
+
+    def encrypt_with(self, codec: Codec) -> None:
+        self.db.codec = codec
 
     async def watch_encryption(self) -> None:
         """With a keyring: whether rows in the clear serve, now and while that stands."""

@@ -20,12 +20,12 @@ import msgspec
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.core.sealing import Codec
 from runpoint.core.types import Message, Run, RunEvent
 from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import checkpoints, messages, run_events
-from runpoint.plugins.sql.sealing import Codec
 
 
 class Plain(msgspec.Struct, array_like=True):

@@ -9,10 +9,10 @@ from typing import Any
 
 import msgspec
 
+from runpoint.core.sealing import Codec, readable
 from runpoint.core.types import Run
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs
-from runpoint.plugins.sql.sealing import Codec, readable
 
 # kept in columns of their own (read back over the documents)
 COLUMN_FIELDS = (

@@ -10,12 +10,12 @@ import msgspec
 from sqlalchemy import and_, bindparam, delete, or_, select, update
 
 from runpoint.core.schedule import UNFINISHED, Schedule, ScheduleRun
+from runpoint.core.sealing import Codec, readable
 from runpoint.core.types import RunStatus
 from runpoint.plugins.sql import team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.schema import runs, schedule_runs, schedules
-from runpoint.plugins.sql.sealing import Codec, readable
 
 _decode_schedule = msgspec.json.Decoder(Schedule).decode
 _decode_fired = msgspec.json.Decoder(ScheduleRun).decode

@@ -62,7 +62,7 @@ async def load(db: Database, key_ids: Collection[str]) -> None:
         keys.hold(team, key_id, wrapped)
     if gone := set(key_ids) - {key_id for _, key_id, _ in found}:
         keys.erased(gone)
-        db.codec.opened.clear()  # what those keys opened must not be served from memory
+        db.codec.forget_opened()  # what those keys opened must not be served from memory
 
 
 async def load_all(db: Database) -> dict[str, float]:
@@ -84,7 +84,7 @@ def forget(db: Database, erased: Collection[str]) -> None:
     if (keys := db.codec.teams) is not None and erased:
         for team in erased:
             keys.drop(team)
-        db.codec.opened.clear()  # what their keys opened must not be served from memory
+        db.codec.forget_opened()  # what their keys opened must not be served from memory
 
 
 async def load_of(db: Database, rows: Sequence[Sequence[Any]], read: Select[Any]) -> None:

@@ -12,6 +12,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core import transcript
 from runpoint.core.errors import Conflict
+from runpoint.core.sealing import Codec
 from runpoint.core.types import (
     Checkpoint,
     KeyAnswer,
@@ -29,7 +30,6 @@ from runpoint.plugins.sql.events import Written, event_rows
 from runpoint.plugins.sql.idempotency import record_answer
 from runpoint.plugins.sql.run_rows import state_document
 from runpoint.plugins.sql.schema import checkpoints, messages, runs, tool_calls
-from runpoint.plugins.sql.sealing import Codec
 
 _decode_message = msgspec.json.Decoder(Message).decode
 _decode_view = msgspec.json.Decoder(MessageView).decode
@@ -164,7 +164,7 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_messages_in(len(ranges)), _range_values(ranges))
-        return self.db.codec.open_rows(messages.name, "data", rows)
+        return self.db.codec.open_rows(messages.name, "data", rows, 2)
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         for s in reversed(segments):
@@ -183,7 +183,7 @@ class SqlTranscripts:
         if not ranges:
             return []
         rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
-        opened = self.db.codec.open_rows(checkpoints.name, "data", rows)
+        opened = self.db.codec.open_rows(checkpoints.name, "data", rows, 2)
         found = [_decode_checkpoint(d) for d in opened]
         for checkpoint, (*_, seq) in zip(found, rows, strict=True):
             checkpoint.event_seq = seq  # the row's, not the document's

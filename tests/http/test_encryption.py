@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from runpoint.adapters.litestar import create_app
 from runpoint.core.keyring import Keyring
+from runpoint.core.sealing import Codec
 from runpoint.core.tenancy import DEFAULT_TEAM
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import encryption
@@ -79,7 +80,7 @@ async def test_an_erased_teams_runs_are_the_integrity_error_then_404(
         # another process erases the open server's team
         storage = PluginHost().storage(database)
         assert isinstance(storage, Encrypted) and isinstance(storage, ErasesTeams)
-        storage.encrypt_with(keyring)
+        storage.encrypt_with(Codec(keyring))
         await storage.open()
         try:
             assert await storage.erase_team(DEFAULT_TEAM)

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from sqlalchemy import insert
 
+from runpoint.core.sealing import Codec
 from runpoint.core.types import Message, Run, RunStatus, Segment, Session
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.schema import messages, runs, sessions
-from runpoint.plugins.sql.sealing import Codec
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.retention import Retention
 

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from runpoint.core.sealing import Codec
 from runpoint.core.types import (
     Checkpoint,
     KeyClaim,
@@ -42,7 +43,6 @@ from runpoint.plugins.demo import agents
 from runpoint.plugins.sql import migrate
 from runpoint.plugins.sql.births import births
 from runpoint.plugins.sql.schema import metadata
-from runpoint.plugins.sql.sealing import Codec
 from runpoint.plugins.sql.store import SqlStorage
 
 

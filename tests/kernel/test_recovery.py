@@ -15,10 +15,10 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from runpoint import hookimpl
+from runpoint.core.sealing import Codec
 from runpoint.core.types import Run, RunEvent, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.sql.events import event_rows
-from runpoint.plugins.sql.sealing import Codec
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.runs.tool_calls import SKIPPED
 from runpoint.seams.agent import Agent

@@ -9,7 +9,7 @@ from runpoint.seams.host import PluginHost
 async def test_the_memory_backend_conforms() -> None:
     host = PluginHost()
     # each `memory:` backend is a store of its own: none shares it with another
-    report = await run(lambda: host.storage("memory:"), skip={"processes", "encryption"})
+    report = await run(lambda: host.storage("memory:"), skip={"processes"})
     assert report.ok, report
 
 

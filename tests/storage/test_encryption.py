@@ -15,10 +15,11 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from runpoint import hookimpl
 from runpoint.core.errors import ConfigurationError, Unreadable
-from runpoint.core.keyring import Keyring
+from runpoint.core.keyring import Keyring, key_id_of
 from runpoint.core.schedule import Schedule
 from runpoint.core.types import Approval, ApprovalQuery, RunStatus, Segment, ToolCall, new_id, now
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
+from runpoint.plugins.memory import MemoryStorage
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.host import PluginHost
@@ -273,6 +274,23 @@ def test_a_plugin_supplies_the_keyring_unless_a_file_is_given(tmp_path: Path) ->
         PluginHost([Kms({"k": OLD}), OtherKms({"k": NEW})])
 
 
+class Unsealed(MemoryStorage):
+    """A backend that keeps its documents but cannot be given a codec."""
+
+    encrypt_with = None  # type: ignore[assignment]
+
+
 async def test_a_backend_that_cannot_encrypt_is_refused_a_keyring() -> None:
-    with pytest.raises(ConfigurationError, match="MemoryStorage cannot encrypt"):
-        Runpoint(AGENTS, database="memory:", keyring=keyring())
+    with pytest.raises(ConfigurationError, match="Unsealed cannot encrypt"):
+        Runpoint(AGENTS, storage=Unsealed(), keyring=keyring())
+
+
+async def test_the_memory_backend_seals_through_the_codec_it_is_given() -> None:
+    async with Runpoint(AGENTS, database="memory:", keyring=keyring()) as rp:
+        run_id = await a_run(rp)
+        assert (await rp.get_run(run_id)).messages[0].content == SECRETS[0]
+        storage = rp.storage
+        assert isinstance(storage, MemoryStorage)
+        stored = storage._messages[run_id][0].data
+        assert SECRETS[0].encode() not in stored
+        assert key_id_of(stored) is not None  # under a team key

@@ -1,5 +1,5 @@
 """With a keyring, a transcript's rows once opened are not opened again while their
-ciphertext stays the same (plugins/sql/sealing.py, `Opened`): a row altered, swapped or put
+ciphertext stays the same (runpoint.core.sealing, `Opened`): a row altered, swapped or put
 back in the clear after a read is still refused by name, never served from memory."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from runpoint.core import sealing
 from runpoint.core.errors import Unreadable
 from runpoint.core.keyring import Keyring
 from runpoint.core.types import Segment
 from runpoint.facade import ContinueRun, Runpoint
-from runpoint.plugins.sql import encryption, sealing
+from runpoint.plugins.sql import encryption
 from runpoint.plugins.sql.store import SqlStorage
 from tests.storage.test_encryption import AGENTS, SECRETS, a_run, async_url, keyring, swap
 
@@ -98,11 +99,15 @@ def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
             for i in range(count)
         ]
 
-    assert codec.open_rows("messages", "data", rows(100, 3)) == [b"x" * 100] * 3
+    written = rows(100, 3)  # what is sealed is kept as opened
     assert len(codec.opened) == 3
-    codec.open_rows("messages", "data", rows(100, 5))  # past 2,000 bytes: it starts over
+    codec.opened.clear()
+    assert codec.open_rows("messages", "data", written, 2) == [b"x" * 100] * 3
+    assert len(codec.opened) == 3
+    codec.open_rows("messages", "data", rows(100, 5), 2)  # past 2,000 bytes: it starts over
     assert len(codec.opened) < 5 and codec.opened.size <= 2_000
     codec.opened.clear()
     [big] = rows(40_000, 1)  # a document and its ciphertext past OPENED_ENTRY: not kept
-    assert codec.open_rows("messages", "data", [big]) == [b"x" * 40_000]
+    assert not codec.opened
+    assert codec.open_rows("messages", "data", [big], 2) == [b"x" * 40_000]
     assert not codec.opened and codec.opened.size == 0

@@ -13,12 +13,12 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from runpoint.core.errors import NotFound, Unreadable
 from runpoint.core.keyring import TEAM_MAGIC, Keyring, TeamKeys, Unopened
+from runpoint.core.sealing import aad
 from runpoint.core.tenancy import Principal, acting_as
 from runpoint.durable.retention import Sweeper
 from runpoint.facade import Runpoint
 from runpoint.plugins.sql import encryption
 from runpoint.plugins.sql.schema import messages, sessions, team_erasures, team_keys
-from runpoint.plugins.sql.sealing import aad
 from runpoint.seams.host import PluginHost
 from runpoint.seams.retention import Retention
 from runpoint.seams.storage import Encrypted, ErasesTeams
