@@ -161,6 +161,11 @@ class Executor:
         execution.cancel_requested.set()
         return True
 
+    def cancelling(self, run_id: str) -> bool:
+        """Whether the run's execution here was asked to stop."""
+        execution = self._active.get(run_id)
+        return execution is not None and execution.cancelled()
+
     def executing(self) -> Counter[str]:
         """How many runs this process executes, by agent."""
         return Counter(e.run.agent_id for e in self._active.values() if e.run.status in IN_FLIGHT)
