@@ -40,7 +40,7 @@ async def paused(client: Client) -> dict[str, Any]:
     [approval] = listed.json()["data"]
     assert (approval["tool_name"], approval["agent_id"]) == ("book_trip", "booking-agent")
     (call,) = member["messages"][-1]["tool_calls"]
-    return run | {"approval": approval, "call": call["id"]}
+    return dict(run) | {"approval": approval, "call": call["id"]}
 
 
 async def ended(client: Client, run: dict[str, Any]) -> dict[str, Any]:
