@@ -14,6 +14,8 @@ from litestar.testing import AsyncTestClient
 
 from runpoint.adapters.litestar import RunpointApp, create_app
 from runpoint.plugins import demo
+from runpoint.plugins.scripted import ScriptedModel, demo_turn
+from runpoint.seams.agent import Agent
 from runpoint.seams.crew import Crew
 from tests.http.sse import parse
 
@@ -22,10 +24,23 @@ TEAM = "/teams/booking-team/runs"
 BOOKED = "The team says: booking-agent: Here is what I found. Paris: Booked a trip to Paris.."
 
 
+SLOW = 0.5  # seconds each turn of `slow-agent` takes
+
+
 @pytest.fixture
 async def client(database: str) -> AsyncIterator[Client]:
-    crew = Crew(id="booking-team", model="scripted:lead", members=["booking-agent"])
-    async with AsyncTestClient(create_app([*demo.agents, crew], database=database)) as client:
+    agents = [
+        *demo.agents,
+        Crew(id="booking-team", model="scripted:lead", members=["booking-agent"]),
+        Agent(
+            id="slow-agent",
+            model=ScriptedModel(demo_turn, name="scripted:slow", latency=SLOW),
+            tools=[demo.get_population],
+        ),
+        # one member pauses at once, the other takes a while
+        Crew(id="mixed-team", model="scripted:lead", members=["booking-agent", "slow-agent"]),
+    ]
+    async with AsyncTestClient(create_app(agents, database=database)) as client:
         yield client
 
 
@@ -80,3 +95,35 @@ async def test_resolving_a_members_approval_resumes_member_and_team(client: Clie
     done = await ended(client, run)
     assert (done["status"], done["content"]) == ("COMPLETED", BOOKED)
     assert [m["status"] for m in done["member_responses"]] == ["COMPLETED"]
+
+
+async def test_a_members_approval_waits_for_its_team_run_to_pause(client: Client) -> None:
+    accepted = await client.post(
+        "/teams/mixed-team/runs",
+        data={"message": "Book Paris", "stream": "false", "background": "true"},
+    )
+    run = accepted.json()
+    for _ in range(200):  # the booking member has paused; the slow one still works
+        if listed := (await client.get("/approvals")).json()["data"]:
+            break
+        await asyncio.sleep(0.01)
+    [approval] = listed
+    early = await client.post(f"/approvals/{approval['id']}/resolve", json={"status": "approved"})
+    assert early.status_code == 409, early.text
+    assert "decide its member's calls once it has paused" in early.json()["detail"]
+    path = f"/teams/mixed-team/runs/{run['run_id']}?session_id={run['session_id']}"
+    for _ in range(300):
+        if (await client.get(path)).json()["status"] == "PAUSED":
+            break
+        await asyncio.sleep(0.02)
+    resolved = await client.post(
+        f"/approvals/{approval['id']}/resolve", json={"status": "approved"}
+    )
+    assert resolved.status_code == 200, resolved.text
+    for _ in range(300):
+        done = (await client.get(path)).json()
+        if done["status"] == "COMPLETED":
+            break
+        await asyncio.sleep(0.02)
+    assert sorted(m["status"] for m in done["member_responses"]) == ["COMPLETED", "COMPLETED"]
+    assert "Booked a trip to Paris" in done["content"]
