@@ -47,7 +47,7 @@ from . import (  # noqa: F401
 from .documents import Documents
 from .embedding import RunpointApp
 from .errors import EXCEPTION_HANDLERS, add_request_id
-from .handlers import HANDLERS
+from .handlers import HANDLERS, refuse_team
 from .security import PUBLIC, Authenticate, FailureBudget, HostPrincipal, cors
 from .spec import JSON, Operation, SpecError, document, operations
 from .wire import encode
@@ -198,8 +198,12 @@ def _endpoint(rp: Runpoint, op: Operation, given: Given, keepalive: float) -> En
             f"the operation has {sorted(f.name for f in op.fields)}"
         )
 
+    of_an_agent = op.path.startswith("/agents/{agent_id}")
+
     async def endpoint(request: Request[Any, Any, Any]) -> Response[Any]:
         values, sent = await inputs.read(request, op)
+        if of_an_agent:
+            refuse_team(rp, values["agent_id"])
         known = {
             k: sent if v is SENT else v.read(request) if isinstance(v, PerRequest) else v
             for k, v in state.items()

@@ -92,6 +92,11 @@ async def list_agents(rp: Runpoint) -> Reply:
 
 @operation
 async def get_agent(rp: Runpoint, *, agent_id: str) -> Reply:
-    if isinstance(agent := rp.agent(agent_id), Crew):
-        raise NotFound(f"agent {agent_id} not found")  # a team: under /teams
-    return catalog_wire.agent(agent)
+    return catalog_wire.agent(rp.agent(agent_id))
+
+
+def refuse_team(rp: Runpoint, agent_id: str) -> None:
+    """AgentOS's 404 for a team's id under /agents/{agent_id} (a team is served under
+    /teams, whose operations call the agent handlers with it)."""
+    if isinstance(rp.agents.get(agent_id), Crew):
+        raise NotFound(f"agent {agent_id} not found")

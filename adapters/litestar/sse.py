@@ -20,6 +20,7 @@ import msgspec
 from litestar.response import Stream
 
 from runpoint.core.types import RunEvent, Usage
+from runpoint.seams.crew import MEMBER
 
 from .wire import encode, metrics
 
@@ -53,20 +54,20 @@ def _fields(event: RunEvent) -> dict[str, Any]:
 
 def format_event(event: RunEvent, team: bool = False) -> bytes:
     """The event's frame; a team run's (`team`) as AgentOS names a team's: TeamRunStarted
-    for Agno's RunStarted, and so on, with `team_id` (runpoint's own keep their names)."""
-    name = f"Team{event.event}" if team and event.event in AGNO_EVENTS else event.event
-    common = {
-        "event": name,
-        "created_at": int(event.created_at),
-        "team_id" if team else "agent_id": event.agent_id,
-        "run_id": event.run_id,
-        "session_id": event.session_id,
-    }
-    return b"id: %d\nevent: %s\ndata: %s\n\n" % (
-        event.seq,
-        name.encode(),
-        encode(common | _fields(event)),
-    )
+    for Agno's RunStarted, and so on, with `team_id` (runpoint's own keep their names). A
+    member's event relayed in its team run's log is the member's, as AgentOS relays it:
+    its own name, `agent_id` and `run_id`, with the team run's as `parent_run_id`."""
+    fields = _fields(event)
+    if (member := fields.pop(MEMBER, None)) is not None:
+        name = event.event
+        who = {"agent_id": member["agent_id"], "run_id": member["run_id"]}
+        who["parent_run_id"] = event.run_id
+    else:
+        name = f"Team{event.event}" if team and event.event in AGNO_EVENTS else event.event
+        who = {"team_id" if team else "agent_id": event.agent_id, "run_id": event.run_id}
+    common = {"event": name, "created_at": int(event.created_at)} | who
+    common["session_id"] = event.session_id
+    return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, name.encode(), encode(common | fields))
 
 
 def frame(event: RunEvent, team: bool = False) -> bytes:

@@ -24,6 +24,7 @@ AGENT_OPERATIONS = (
     runs.create_agent_run,
     runs.list_agent_runs,
     runs.get_agent_run,
+    runs.get_agent_run_events,
     runs.resume_agent_run_stream,
     runs.cancel_agent_run,
     runs.get_agent_run_checkpoints,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from runpoint.conformance import build
 from runpoint.conformance.suite import Capability, check
-from runpoint.core.types import Message, RunStatus
+from runpoint.core.types import Message, RunStatus, now
 from runpoint.seams.storage import Storage
 
 
@@ -45,3 +45,26 @@ async def member_runs_are_not_their_sessions_history(store: Storage) -> None:
     # the session's next run follows the crew run, not its member
     after = await store.start_in_session(build.run(session))
     assert after.previous_run_id == crew.run_id
+
+
+@check(Capability.LEASES)
+async def expired_runs_leave_member_runs_to_their_leaders(store: Storage) -> None:
+    """A member run is resumed by its crew run's execution (its delegation, run again),
+    never on its own; and a crowd of members whose lease ran out must not hide a crew run
+    whose lease did."""
+    session, past = build.session(), now() - 1
+    crew = build.run(session, status=RunStatus.RUNNING, lease_owner="gone", lease_expires_at=past)
+    members = [
+        build.run(
+            session,
+            status=RunStatus.RUNNING,
+            lease_owner="gone",
+            lease_expires_at=past - 100 - i,
+            parent_run_id=crew.run_id,
+            parent_tool_call_id=f"call-{i}",
+        )
+        for i in range(25)
+    ]
+    await store.create_sessions([session], [crew, *members])
+    found = await store.expired_runs(now(), [session.agent_id])
+    assert [r.run_id for r in found] == [crew.run_id], [r.run_id for r in found]

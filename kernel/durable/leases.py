@@ -113,9 +113,9 @@ class Leases:
                     until = now() + self.lease_seconds
                     await self.storage.renew_leases(self.owner, running, until)
                     self.renewed_until = until
+                # members' runs are not among them: their leaders resume them
                 for run in await self.storage.expired_runs(now(), agents):
-                    if run.parent_run_id is None:  # a member's: resumed by its leader
-                        await self._recover(run, claimed)
+                    await self._recover(run, claimed)
                 if also is not None:
                     await also()
             except Exception:  # a lost database connection must not end the watch

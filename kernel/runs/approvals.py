@@ -33,6 +33,7 @@ from runpoint.core.errors import (
 )
 from runpoint.core.tenancy import Principal
 from runpoint.core.types import (
+    IN_FLIGHT,
     Approval,
     ApprovalQuery,
     ApprovalStatus,
@@ -146,8 +147,9 @@ class Approvals:
         if approval.expires_at is not None and approval.expires_at <= now():
             raise Conflict(f"approval {approval_id} expired")
         decided = decisions(approval, status, resolution_data)
+        request = await self._continue(approval, decided)
         try:
-            await self.commands.continue_run(self._continue(approval, decided))
+            await self.commands.continue_run(request)
         except _MOVED_ON as exc:
             raise Conflict(f"approval {approval_id}: its run went on without it ({exc})") from exc
         resolved_by = tenancy.current().user or resolved_by
@@ -194,19 +196,32 @@ class Approvals:
 
     async def _expire(self, agent: Agent, approval: Approval) -> None:
         if agent.approval_expiry == "cancel":
-            await self.commands.cancel(
-                approval.run_id, session_id=approval.session_id, agent_id=approval.agent_id
-            )
+            run_id, session_id, agent_id = await self._deciding(approval)
+            await self.commands.cancel(run_id, session_id=session_id, agent_id=agent_id)
             return
         rejected: dict[str, Decision] = {c.tool_call_id: Reject(EXPIRED) for c in approval.calls}
-        await self.commands.continue_run(self._continue(approval, rejected))
+        await self.commands.continue_run(await self._continue(approval, rejected))
 
-    @staticmethod
-    def _continue(approval: Approval, decided: dict[str, Decision]) -> ContinueRun:
+    async def _continue(self, approval: Approval, decided: dict[str, Decision]) -> ContinueRun:
+        run_id, session_id, agent_id = await self._deciding(approval)
         return ContinueRun(
-            run_id=approval.run_id,
-            session_id=approval.session_id,
-            agent_id=approval.agent_id,
-            tools=decided,
-            background=True,
+            run_id=run_id, session_id=session_id, agent_id=agent_id, tools=decided, background=True
         )
+
+    async def _deciding(self, approval: Approval) -> tuple[str, str, str]:
+        """The run a decision on the approval goes to (its id, session and agent): its own,
+        or, for a member run's, its crew run's, whose continue with the decisions resumes
+        both (a member run goes on only through its leader). Conflict while the crew run
+        still executes (other members): it pauses once they are done; decide then."""
+        own = approval.run_id, approval.session_id, approval.agent_id
+        run = await self.storage.get_run(approval.run_id)
+        if run is None or run.parent_run_id is None:
+            return own
+        if (crew := await self.storage.get_run(run.parent_run_id)) is None:
+            return own
+        if crew.status in IN_FLIGHT:
+            raise Conflict(
+                f"the team run {crew.run_id} is {crew.status.value}: decide its member's "
+                "calls once it has paused"
+            )
+        return crew.run_id, crew.session_id, crew.agent_id

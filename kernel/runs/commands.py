@@ -210,9 +210,11 @@ class Commands:
         boundary; one nobody executes (paused, or its process died) ends now; one that
         already ended stays as it is (cancel is idempotent: the answer says its status)."""
         run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
+        # first, so that a crew run executing here gives no task to a member from now on
+        here = self.executor.cancel(run_id)
         for member in await self.executor.crews.unfinished_members(run):  # its tree with it
             await self.cancel(member.run_id)
-        if self.executor.cancel(run_id):
+        if here:
             return run
         if self.leases.is_held_elsewhere(run) and await self.storage.request_cancel(run_id):
             run.request_cancel()

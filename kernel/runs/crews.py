@@ -49,6 +49,8 @@ class Crews:
         if not isinstance(crew, Crew) or member_id not in crew.members:
             known = ", ".join(crew.members) if isinstance(crew, Crew) else ""
             raise ValueError(f"no member {member_id!r} in this team (members: {known})")
+        if self.executor.cancelling(crew_run.run_id):  # its members are being cancelled
+            raise RuntimeError(f"the team run was cancelled: {member_id} was not given the task")
         member = self.queries.agent(member_id)
         run_id = member_run_id(crew_run.run_id, call.id)
         run = await self.storage.get_run(run_id)
@@ -106,6 +108,8 @@ class Crews:
             return run.content or ""
         if run.status is RunStatus.PAUSED:
             raise MembersPaused(await self._waiting(run))
+        if run.status is RunStatus.CANCELLED:
+            raise RuntimeError(f"{member_id}'s run was cancelled")
         raise RuntimeError(f"member {member_id}'s run ended {run.status.value}: {run.error}")
 
     async def _waiting(self, run: Run) -> list[dict[str, Any]]:

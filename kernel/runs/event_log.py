@@ -19,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from runpoint.core.types import Run, RunEvent
 from runpoint.durable.outages import Outlast
+from runpoint.seams.crew import MEMBER
 from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.events")
@@ -56,6 +57,8 @@ class EventLog:
         self._company = asyncio.Event()  # a boundary took the waiting events, or the end
         self._taken = 0  # boundaries that took waiting events
         self._closing = False
+        # a member run's: its crew run's log, given each of its events once it is stored
+        self.relay: EventLog | None = None
 
     def add(self, event: RunEvent) -> None:
         self.last_seq += 1
@@ -74,7 +77,29 @@ class EventLog:
             self._company.set()
             yield events
         if events:
-            self._stored()
+            self._announce(events)
+
+    def followed(self) -> bool:
+        """Whether a follower in this process waits for these events (or, for a member
+        run's, for its crew run's)."""
+        return self._followed() or (self.relay is not None and self.relay.followed())
+
+    def add_member_events(self, events: Sequence[RunEvent]) -> None:
+        """A member run's stored events, added to this (its crew run's) log: the team
+        run's stream carries them, in the order they were stored, each under a seq of
+        this log, told from the crew run's own by `MEMBER` (its member and member run)."""
+        run = self.run
+        for e in events:
+            member = {"agent_id": e.agent_id, "run_id": e.run_id}
+            data = e.data | {MEMBER: member}
+            self.add(
+                RunEvent(e.event, run.run_id, run.session_id, run.agent_id, e.created_at, data)
+            )
+
+    def _announce(self, events: Sequence[RunEvent]) -> None:
+        self._stored()
+        if self.relay is not None:
+            self.relay.add_member_events(events)
 
     def hurry(self) -> None:
         """A follower here came: what waits is written now, and what comes, as it comes."""
@@ -90,7 +115,7 @@ class EventLog:
     async def _write_waiting(self) -> None:
         try:
             while self._waiting:
-                if not self._closing and not self._followed():
+                if not self._closing and not self.followed():
                     taken = self._taken
                     self._company.clear()
                     with contextlib.suppress(TimeoutError):
@@ -103,7 +128,7 @@ class EventLog:
                         continue
                     written = await self._append(events)
                 if written:
-                    self._stored()
+                    self._announce(events)
                 # else: another writer took the run over; this execution's next save fails
         finally:
             self._flush = None

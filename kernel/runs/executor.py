@@ -130,6 +130,14 @@ class Executor:
             return await self._enqueue(run, incoming)
         return await self._start(agent, run, incoming, stream, resumed=resumed, born=not resumed)
 
+    def _relay(self, run: Run) -> EventLog | None:
+        """The event log a member run's events are relayed to: its crew run's, if that
+        run executes here (its leader runs its delegations) and streams its members'."""
+        if run.parent_run_id is None or (crew := self._active.get(run.parent_run_id)) is None:
+            return None
+        relays = isinstance(crew.agent, Crew) and crew.agent.stream_member_events
+        return crew.events if relays else None
+
     def _joined(self, run_id: str) -> None:
         """A follower here joined the run: what its events linger for, they wait no more."""
         if (execution := self._active.get(run_id)) is not None:
@@ -152,6 +160,11 @@ class Executor:
             return False
         execution.cancel_requested.set()
         return True
+
+    def cancelling(self, run_id: str) -> bool:
+        """Whether the run's execution here was asked to stop."""
+        execution = self._active.get(run_id)
+        return execution is not None and execution.cancelled()
 
     def executing(self) -> Counter[str]:
         """How many runs this process executes, by agent."""
@@ -203,6 +216,7 @@ class Executor:
             outlast,
             lambda: stream or self.streams.following(run.run_id),
         )
+        events.relay = self._relay(run)
         execution = Execution(
             agent=agent,
             model=self._model(agent, run),

@@ -17,6 +17,9 @@ import msgspec
 from runpoint.seams.agent import Agent, tool
 
 DELEGATE = "delegate_task_to_member"
+# the key of a member's event in its crew run's log, where it is relayed (see
+# `runpoint.runs.event_log`): {"agent_id": the member's id, "run_id": its member run's}
+MEMBER = "member"
 
 # what a delegation call does, given by the execution that runs the call: (member, task)
 # to the member's answer
@@ -47,9 +50,12 @@ async def delegate_task_to_member(member_id: str, task: str) -> str:
 @dataclass
 class Crew(Agent):
     """A team of agents: the leader is this agent (its `model`, `instructions`, own
-    `tools`...); `members` are the ids of the app's agents it may delegate to."""
+    `tools`...); `members` are the ids of the app's agents it may delegate to. With
+    `stream_member_events` (as in Agno), the crew run's stream carries its members' events
+    too."""
 
     members: list[str] = field(default_factory=list)
+    stream_member_events: bool = True
 
     def __post_init__(self) -> None:
         if not self.members:

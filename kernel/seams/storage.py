@@ -258,7 +258,8 @@ class LeaseStore(Protocol):
     async def expired_runs(self, before: float, agent_ids: Collection[str]) -> list[Run]:
         """Some PENDING or RUNNING runs of these agents whose lease ran out before
         `before` (or that have none), earliest expiry first: a bounded batch, so a caller
-        polls again for more. Runs of other agents never take a place in the batch."""
+        polls again for more. Runs of other agents never take a place in the batch, nor
+        member runs (`parent_run_id`: their crew run's execution resumes them)."""
 
     async def request_cancel(self, run_id: str) -> bool:
         """Flag a PENDING or RUNNING run for cancellation (its writer sees the flag at its

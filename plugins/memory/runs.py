@@ -82,6 +82,7 @@ class MemoryRuns(Tables):
             copy(r)
             for r in self._runs.values()
             if r.status in IN_FLIGHT
+            and r.parent_run_id is None
             and r.agent_id in agent_ids
             and (r.lease_expires_at is None or r.lease_expires_at < before)
         ]

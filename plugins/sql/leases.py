@@ -50,13 +50,15 @@ class SqlLeases:
 
 @functools.lru_cache(maxsize=16)
 def _expired(agents: int) -> Select[tuple[object, ...]]:
-    """In-flight runs (found by status) of some agents whose lease ran out. A run's agent
-    is its session's (a session belongs to one agent), a column of `sessions`."""
+    """In-flight runs (found by status) of some agents whose lease ran out, but members'
+    runs (their leaders resume them). A run's agent is its session's (a session belongs to
+    one agent), a column of `sessions`."""
     return (
         select(*COLUMNS)
         .join(sessions, sessions.c.session_id == runs.c.session_id)
         .where(
             RUNS_IN_FLIGHT,
+            runs.c.parent_run_id.is_(None),
             or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < bindparam("before")),
             sessions.c.agent_id.in_([bindparam(f"agent{i}") for i in range(agents)]),
         )

@@ -21,6 +21,7 @@ from agno.run.agent import (
     RunOutput,
     RunOutputEvent,
     RunPausedEvent,
+    RunStartedEvent,
 )
 from agno.utils.log import logger as agno_logger
 
@@ -247,3 +248,10 @@ async def test_a_team_run_streams_team_events(client: AgentOSClient) -> None:
     assert isinstance(events[-1], team.RunCompletedEvent)
     delegations = [e for e in events if isinstance(e, team.ToolCallCompletedEvent)]
     assert len(delegations) == 2  # one to each member, in one batch
+    # the members' events, as AgentOS relays them: agent events of the member runs
+    started = [e for e in events if isinstance(e, RunStartedEvent)]
+    assert sorted(e.agent_id for e in started) == ["planner-agent", "travel-agent"]
+    assert {e.parent_run_id for e in started} == {events[0].run_id}
+    completed = [e for e in events if isinstance(e, RunCompletedEvent)]
+    assert {e.run_id for e in completed} == {e.run_id for e in started}
+    assert events.index(delegations[0]) > max(events.index(e) for e in completed)

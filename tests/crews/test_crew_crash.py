@@ -11,6 +11,7 @@ import pytest
 
 from runpoint.core.types import IN_FLIGHT, Run, RunStatus
 from runpoint.facade import ContinueRun, Runpoint
+from runpoint.seams.crew import MEMBER
 from tests.crews import crashing_crew
 from tests.kernel.test_recovery import until
 
@@ -41,6 +42,12 @@ async def test_a_team_killed_inside_a_member_resumes_each_run_from_its_own_check
         assert run.status is RunStatus.COMPLETED, run.error
         after = {m.agent_id: m for m in await rp.storage.member_runs(team_run)}
         _, timeline = await rp.timeline(member.run_id)
+        logged = await rp.storage.read_events(run, 0, 10_000)
+    # the team run's stream goes on with the member's resumption, relayed by the leader
+    # that resumed it (the events relayed just before the kill may not have been written)
+    assert [e.seq for e in logged] == list(range(1, len(logged) + 1))
+    relayed = [e.event for e in logged if e.data.get(MEMBER, {}).get("run_id") == member.run_id]
+    assert "RunContinued" in relayed and relayed[-1] == "RunCompleted"
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # each ran once
     assert after["reader"].revision == reader.revision  # finished: never run again
     assert after["counter"].recoveries == 1 and after["counter"].status is RunStatus.COMPLETED

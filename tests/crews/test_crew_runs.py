@@ -10,7 +10,7 @@ from runpoint.facade import CreateRun
 from runpoint.plugins import demo
 from runpoint.runs.crews import member_run_id
 from runpoint.seams.agent import Agent
-from runpoint.seams.crew import Crew, check_crews
+from runpoint.seams.crew import MEMBER, Crew, check_crews
 from tests.conftest import OpenRunpoint
 
 
@@ -62,6 +62,27 @@ async def test_a_team_run_delegates_to_its_members_each_a_run_of_its_own(
     ]
     # members are the team run's, not its session's history
     assert [r.run_id for r in await rp.list_runs(run.session_id)] == [run.run_id]
+
+
+@pytest.mark.parametrize("relayed", [True, False])
+async def test_a_team_runs_log_holds_its_members_events_if_it_streams_them(
+    open_runpoint: OpenRunpoint, relayed: bool
+) -> None:
+    crew = Crew(
+        id="crew", model="scripted:lead", members=["travel-agent"], stream_member_events=relayed
+    )
+    rp = await open_runpoint([demo.agents[0], crew])
+    run = await (await rp.create_run(CreateRun(agent_id="crew", message="Paris"))).result()
+    (member,) = await rp.storage.member_runs(run.run_id)
+    own = await rp.storage.read_events(member, 0, 1_000)
+    assert [e.event for e in own][:: len(own) - 1] == ["RunStarted", "RunCompleted"]
+    logged = await rp.storage.read_events(run, 0, 1_000)
+    assert [e.seq for e in logged] == list(range(1, len(logged) + 1))
+    # each of the member's stored events once, in its order, told by its member and run
+    told = {MEMBER: {"agent_id": "travel-agent", "run_id": member.run_id}}
+    expected = [(e.event, e.data | told) for e in own] if relayed else []
+    assert [(e.event, e.data) for e in logged if MEMBER in e.data] == expected
+    assert [e.event for e in logged if MEMBER not in e.data][-1] == "RunCompleted"
 
 
 @pytest.mark.parametrize(

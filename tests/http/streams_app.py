@@ -2,7 +2,8 @@
 
 As the fault test's (tests/faults/app.py), a run books each city of its input in a tool
 batch of its own, but its tool has no side effect: a run whose server dies is resumed by
-another process without waiting for a person's decision."""
+another process without waiting for a person's decision. `booking-crew` is a team whose
+leader gives each run's input to `booker`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.seams.agent import Agent, tool
+from runpoint.seams.crew import Crew
 from tests.faults.app import booked, plan
 
 
@@ -20,4 +22,7 @@ async def book(job: str, city: str) -> str:
     return booked(job, city)
 
 
-agents = [Agent(id="booker", model=ScriptedModel(plan, name="scripted:plan"), tools=[book])]
+agents = [
+    Agent(id="booker", model=ScriptedModel(plan, name="scripted:plan"), tools=[book]),
+    Crew(id="booking-crew", model="scripted:lead", members=["booker"]),
+]

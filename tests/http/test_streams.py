@@ -11,6 +11,10 @@ from typing import Any
 
 import httpx
 import pytest
+from agno.client import AgentOSClient
+from agno.run import team
+from agno.run.agent import BaseAgentRunEvent
+from agno.utils.http import set_default_async_client
 
 from tests.conftest import BACKENDS, fresh_database
 from tests.faults.test_sigkill import Server
@@ -105,13 +109,14 @@ async def join(
     after: int | None = None,
     stream: Stream | None = None,
     until: int | None = None,
+    of: str = "agents/booker",
 ) -> Stream:
     stream = stream or Stream()
     params = {"session_id": run["session_id"], "events": "all"}
     if after is not None:
         params["after"] = str(after)
     headers = {} if last_event_id is None else {"Last-Event-ID": str(last_event_id)}
-    url = f"{server.url}/agents/booker/runs/{run['run_id']}/events"
+    url = f"{server.url}/{of}/runs/{run['run_id']}/events"
     async with client.stream("GET", url, params=params, headers=headers) as response:
         await stream.read(response, until)
     return stream
@@ -164,6 +169,40 @@ async def test_a_hundred_followers_of_a_run_get_the_same_sequence(
     assert all(texts(s.events) == texts(streams[0].events) for s in streams)
     assert [e.name for e in streams[0].events][-1] == "RunCompleted"
     assert texts((await join(client, executing, run)).events) == texts(streams[0].events)
+
+
+async def test_a_team_runs_stream_with_its_members_is_joined_through_either_process(
+    servers: list[Server], client: httpx.AsyncClient
+) -> None:
+    executing, following = servers
+    crew = "teams/booking-crew"
+    # Agno's own client starts it, streaming (through this test's httpx client: Agno's
+    # shared one would outlive this test's event loop)
+    set_default_async_client(client)
+    agno = AgentOSClient(base_url=executing.url, timeout=60).run_team_stream(
+        "booking-crew", "crew: Paris Tokyo Lagos"
+    )
+    first = await anext(agno)
+    assert isinstance(first, team.RunStartedEvent)
+    run = {"run_id": first.run_id, "session_id": first.session_id}
+    whole = asyncio.create_task(join(client, following, run, of=crew))
+    received = [first, *[e async for e in agno]]
+    members = [e for e in received if isinstance(e, BaseAgentRunEvent)]
+    assert members[0].event == "RunStarted" and members[-1].event == "RunCompleted"
+    assert {(e.agent_id, e.parent_run_id) for e in members} == {("booker", first.run_id)}
+    assert [e.content for e in members if e.event == "RunCompleted"] == ["crew: all booked."]
+
+    uninterrupted = (await whole).events  # joined live through the other process
+    agno_names = [
+        e.name for e in uninterrupted if e.name not in ("CheckpointCreated", "ToolCallDelta")
+    ]
+    assert agno_names == [e.event for e in received]
+    # resumed from inside the member's run, through each process
+    middle = next(e for e in uninterrupted if e.name == "ToolCallCompleted").id
+    rest = texts([e for e in uninterrupted if e.id > middle])
+    for server in servers:
+        tail = await join(client, server, run, last_event_id=middle, of=crew)
+        assert texts(tail.events) == rest
 
 
 async def test_a_run_whose_server_is_killed_streams_on_through_the_survivor(

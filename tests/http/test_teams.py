@@ -42,7 +42,8 @@ async def test_a_team_run_streams_team_events(client: Client) -> None:
     response = await client.post("/teams/travel-team/runs", data={"message": "Tokyo"})
     events = parse(response.text)
     names = [e.name for e in events]
-    assert all(e.data["team_id"] == "travel-team" for e in events)
+    # the team run's own (its members' are tested in test_team_streams.py)
+    assert all(e.data["team_id"] == "travel-team" for e in events if e.name.startswith("Team"))
     assert names[0] == "TeamRunStarted" and names[-1] == "TeamRunCompleted"
     assert names.count("TeamToolCallStarted") == 2  # a delegation to each member
 
