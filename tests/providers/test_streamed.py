@@ -83,7 +83,9 @@ async def test_a_streamed_turn_reads_as_the_sdks_streaming_helper_reads_it(
 
     *deltas, ours = chunks
     assert isinstance(ours, ModelResponse) and isinstance(first, ModelResponse)
-    assert (ours.content, ours.tool_calls, ours.usage) == (sdks.content, sdks.tool_calls, sdks.usage)
+    assert ours.content == sdks.content
+    assert ours.tool_calls == sdks.tool_calls
+    assert ours.usage == sdks.usage
     assert ours.usage is not None and first.usage is not None
     assert ours.usage.cache_read_tokens > 0 and first.usage.cache_read_tokens == 0
     # the deltas clients saw add up to the turn
