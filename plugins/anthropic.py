@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from runpoint import hookimpl
+from runpoint.plugins import vendor_events as ve
 from runpoint.plugins import vendor_messages as vm
 from runpoint.plugins import vendor_replies as vr
 from runpoint.plugins.vendor_model import VendorModel, as_written
@@ -93,31 +94,31 @@ class Claude(VendorModel["AsyncAnthropic"]):
 
     async def _stream(self, client: AsyncAnthropic, request: ModelRequest) -> AsyncIterator[Chunk]:
         from anthropic import AsyncStream
-        from anthropic.lib.streaming import AsyncMessageStreamManager
-        from anthropic.types import Message, RawMessageStreamEvent
 
-        events = client.post(
+        fold = ve.ClaudeFold()
+        calls: dict[int, int] = {}  # content block index -> index of the tool call in the turn
+        stream: AsyncStream[object] = await client.post(
             MESSAGES,
-            cast_to=Message,
+            cast_to=object,
             content=self._content(request, stream=True),
             options={"headers": STREAM_HELPER_HEADERS},
             stream=True,
-            stream_cls=AsyncStream[RawMessageStreamEvent],
+            stream_cls=AsyncStream[object],  # each event's JSON (`ve`)
         )
-        calls: dict[int, int] = {}  # content block index -> index of the tool call in the turn
-        async with AsyncMessageStreamManager(events) as stream:
-            async for event in stream:
-                if event.type == "content_block_start" and event.content_block.type == "tool_use":
-                    calls[event.index] = len(calls)
-                    block = event.content_block
-                    yield ToolCallDelta(len(calls) - 1, "", block.id, block.name)
-                elif event.type == "content_block_delta":
-                    if event.delta.type == "text_delta":
-                        yield TextDelta(event.delta.text)
-                    elif event.delta.type == "input_json_delta":
-                        yield ToolCallDelta(calls[event.index], event.delta.partial_json)
-            message = await stream.get_final_message()
-        yield vm.from_claude(vr.attributes(message, vr.ClaudeMessage))
+        async with stream:
+            async for data in stream:
+                if (event := ve.read(data, ve.CLAUDE_EVENTS)) is None:
+                    continue
+                fold.add(event)
+                match event:
+                    case ve.BlockStart(index, block) if block.type == "tool_use":
+                        calls[index] = len(calls)
+                        yield ToolCallDelta(len(calls) - 1, "", block.id, block.name)
+                    case ve.BlockDelta(_, ve.Delta("text_delta", text)):
+                        yield TextDelta(text)
+                    case ve.BlockDelta(index, ve.Delta("input_json_delta", _, json)):
+                        yield ToolCallDelta(calls[index], json)
+        yield vm.from_claude(fold.final())
 
 
 def mark_breakpoints(body: dict[str, Any]) -> None:

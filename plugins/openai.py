@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from runpoint import hookimpl
+from runpoint.plugins import vendor_events as ve
 from runpoint.plugins import vendor_messages as vm
 from runpoint.plugins import vendor_replies as vr
 from runpoint.plugins.vendor_model import VendorModel, as_written, given
@@ -91,34 +92,33 @@ class OpenAIResponses(_OpenAIModel):
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
         from openai import AsyncStream
-        from openai.types.responses import Response, ResponseStreamEvent
 
         calls: dict[int, int] = {}  # output item index -> index of the tool call in the turn
-        stream: AsyncStream[ResponseStreamEvent] = await client.post(
+        ended: vr.Response | None = None
+        stream: AsyncStream[object] = await client.post(
             RESPONSES,
-            cast_to=Response,
+            cast_to=object,
             content=self._content(request, stream=True),
             options=BEARER,
             stream=True,
-            stream_cls=AsyncStream[ResponseStreamEvent],
+            stream_cls=AsyncStream[object],  # each event's JSON (`ve`)
         )
         async with stream:
-            async for event in stream:
-                if event.type == "response.output_text.delta":
-                    yield TextDelta(event.delta)
-                elif (
-                    event.type == "response.output_item.added"
-                    and event.item.type == "function_call"
-                ):
-                    calls[event.output_index] = len(calls)
-                    item = event.item
-                    yield ToolCallDelta(len(calls) - 1, item.arguments, item.call_id, item.name)
-                elif event.type == "response.function_call_arguments.delta":
-                    yield ToolCallDelta(calls[event.output_index], event.delta)
-                elif event.type in ("response.completed", "response.incomplete", "response.failed"):
-                    yield vm.from_responses(vr.attributes(event.response, vr.Response))
-                    return
-        raise vm.MalformedResponse("the response stream ended before the response did")
+            async for data in stream:
+                match ve.read(data, ve.RESPONSE_EVENTS):
+                    case ve.OutputTextDelta(delta):
+                        yield TextDelta(delta)
+                    case ve.OutputItemAdded(index, item) if item.type == "function_call":
+                        calls[index] = len(calls)
+                        yield ToolCallDelta(len(calls) - 1, item.arguments, item.call_id, item.name)
+                    case ve.ArgumentsDelta(index, delta):
+                        yield ToolCallDelta(calls[index], delta)
+                    case ve.ResponseEnded(response):
+                        # read on to the end, which leaves the connection open for the next
+                        ended = response
+        if ended is None:
+            raise vm.MalformedResponse("the response stream ended before the response did")
+        yield vm.from_responses(ended)
 
 
 @dataclass
@@ -148,37 +148,27 @@ class OpenAIChat(_OpenAIModel):
 
     async def _stream(self, client: AsyncOpenAI, request: ModelRequest) -> AsyncIterator[Chunk]:
         from openai import AsyncStream
-        from openai.lib.streaming.chat import ChatCompletionStreamState
-        from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
-        state: ChatCompletionStreamState[None] = ChatCompletionStreamState()
-        stream: AsyncStream[ChatCompletionChunk] = await client.post(
+        fold = ve.ChatFold()
+        stream: AsyncStream[object] = await client.post(
             CHAT,
-            cast_to=ChatCompletion,
+            cast_to=object,
             content=self._content(request, stream=True, stream_options={"include_usage": True}),
             options=BEARER,
             stream=True,
-            stream_cls=AsyncStream[ChatCompletionChunk],
+            stream_cls=AsyncStream[object],  # each chunk's JSON (`ve`)
         )
-        finished = False
         async with stream:
-            async for chunk in stream:
-                state.handle_chunk(chunk)
-                for choice in chunk.choices[:1]:
-                    finished = finished or choice.finish_reason is not None
+            async for data in stream:
+                for choice in fold.add(data).choices[:1]:
                     if choice.delta.content:
                         yield TextDelta(choice.delta.content)
                     for call in choice.delta.tool_calls or ():
-                        function = call.function
+                        function = call.function or ve.FunctionDelta()
                         yield ToolCallDelta(
-                            call.index,
-                            (function.arguments if function else None) or "",
-                            call.id,
-                            function.name if function else None,
+                            call.index, function.arguments or "", call.id, function.name
                         )
-        if not finished:
-            raise vm.MalformedResponse("the completion stream ended before the completion did")
-        yield vm.from_chat(vr.attributes(state.get_final_completion(), vr.ChatCompletion))
+        yield vm.from_chat(fold.completion())
 
 
 @hookimpl

@@ -70,7 +70,7 @@ class VendorModel(ABC, Generic[Client]):
                 if response.content:
                     yield TextDelta(response.content)
                 yield response
-        # the SDKs read events with json; runpoint reads single answers with msgspec
+        # the SDKs parse events with json; runpoint reads answers and events with msgspec
         except (json.JSONDecodeError, msgspec.DecodeError) as exc:
             raise MalformedResponse(f"{self.name} answered with something not JSON: {exc}") from exc
 

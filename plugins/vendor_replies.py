@@ -3,15 +3,14 @@
 A single (not streamed) vendor call's body is decoded straight into these: the SDKs' own
 pydantic models validate every field of an answer, and building them was most of the CPU a
 turn spent in the SDK. The call itself stays the SDK's (`with_raw_response`: its retries,
-timeouts and errors). A streamed turn's final answer, which the SDK assembles from its
-events, is read into the same structs by attribute (`msgspec.convert(from_attributes=True)`),
-so one function makes a runpoint turn of either. Fields absent from an answer take their
-defaults, as the SDKs' optional fields do.
+timeouts and errors). A streamed turn's events are folded into the same structs
+(`vendor_events`), so one function makes a runpoint turn of either. Fields absent from an
+answer take their defaults, as the SDKs' optional fields do.
 """
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
@@ -122,11 +121,3 @@ class ClaudeMessage(msgspec.Struct):
     content: list[ContentBlock]
     usage: ClaudeUsage
     stop_reason: str | None = None
-
-
-R = TypeVar("R", bound=msgspec.Struct)
-
-
-def attributes(answer: object, reply: type[R]) -> R:
-    """An SDK's model (a streamed turn's final answer) read into `reply`."""
-    return msgspec.convert(answer, reply, from_attributes=True)

@@ -54,7 +54,9 @@ class _Tail:
         while True:
             if found := await self.storage.read_events(self.run, self.last, PAGE):
                 await self._keep(found)
-                continue
+                if len(found) == PAGE:
+                    continue
+                # a short page is the log's end: what is stored after it wakes the tail
             # the status first: the events that say a run stopped are stored with it
             run = await self.storage.get_run(self.run.run_id)
             if run is None or run.status not in IN_FLIGHT:

@@ -34,6 +34,7 @@ class Request:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    peer: tuple[str, int] | None = None  # the client's end of the connection
 
 
 # How a scripted item that is not a Reply (a model turn) is answered to a request: in the
@@ -81,11 +82,18 @@ class Loopback:
         loopback = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keeps connections open, as vendors do
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 reply = loopback._next(
-                    Request(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                    Request(
+                        self.path,
+                        {k.lower(): v for k, v in self.headers.items()},
+                        body,
+                        self.client_address[:2],
+                    )
                 )
                 time.sleep(reply.delay)
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):

@@ -91,8 +91,12 @@ def _response(turn: Turn, usage: Counted, status: str = "completed") -> dict[str
     }
 
 
+def _text_part(text: str) -> dict[str, Any]:
+    return {"type": "output_text", "text": text, "annotations": []}
+
+
 def _message_item(text: str, status: str = "completed") -> dict[str, Any]:
-    content = [{"type": "output_text", "text": text, "annotations": []}] if text else []
+    content = [_text_part(text)] if text else []
     return {
         "type": "message",
         "id": "msg_1",
@@ -119,31 +123,28 @@ def _response_events(turn: Turn, usage: Counted) -> list[tuple[str | None, Any]]
     ]
     index = 0
     if turn.text is not None:
-        events.append(
+        part = {"item_id": "msg_1", "output_index": index, "content_index": 0}
+        events += [
             {
                 "type": "response.output_item.added",
                 "output_index": index,
                 "item": _message_item("", "in_progress"),
-            }
-        )
+            },
+            part | {"type": "response.content_part.added", "part": _text_part("")},
+        ]
         events += [
-            {
-                "type": "response.output_text.delta",
-                "item_id": "msg_1",
-                "output_index": index,
-                "content_index": 0,
-                "delta": piece,
-                "logprobs": [],
-            }
+            part | {"type": "response.output_text.delta", "delta": piece, "logprobs": []}
             for piece in _words(turn.text)
         ]
-        events.append(
+        events += [
+            part | {"type": "response.output_text.done", "text": turn.text, "logprobs": []},
+            part | {"type": "response.content_part.done", "part": _text_part(turn.text)},
             {
                 "type": "response.output_item.done",
                 "output_index": index,
                 "item": _message_item(turn.text),
-            }
-        )
+            },
+        ]
         index += 1
     for call in turn.calls:
         events.append(
@@ -162,9 +163,15 @@ def _response_events(turn: Turn, usage: Counted) -> list[tuple[str | None, Any]]
             }
             for piece in _halves(json.dumps(call[2]))
         ]
-        events.append(
-            {"type": "response.output_item.done", "output_index": index, "item": _call_item(*call)}
-        )
+        events += [
+            {
+                "type": "response.function_call_arguments.done",
+                "item_id": f"fc_{call[0]}",
+                "output_index": index,
+                "arguments": json.dumps(call[2]),
+            },
+            {"type": "response.output_item.done", "output_index": index, "item": _call_item(*call)},
+        ]
         index += 1
     events.append({"type": "response.completed", "response": _response(turn, usage)})
     return [(e["type"], e | {"sequence_number": n}) for n, e in enumerate(events)]
