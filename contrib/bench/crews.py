@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,7 +82,9 @@ def turn(history: list[str]) -> wire.Turn:
     """The vendor's answer to a conversation (`providers.conversation`) whose last message
     is "TAG calls: K": K `visit` calls, one a turn, then an answer; or, from a leader,
     "TAG calls: K1 K2 K3": a delegation of "TAG.mI calls: KI" to each member in one turn,
-    then an answer once they have answered."""
+    then an answer once they have answered. Call ids are new each time, as a vendor's are:
+    a leader asked again names other calls (a member run is found by its call's id), and
+    two members' calls never share an id (a person's decision is addressed by it)."""
     asked = max(i for i, entry in enumerate(history) if entry != "result")
     tag, _, wanted = history[asked].partition(" calls: ")
     done = len(history) - 1 - asked
@@ -91,11 +94,16 @@ def turn(history: list[str]) -> wire.Turn:
             return wire.Turn("done")
         tasks = {m: f"{tag}.{m} calls: {k}" for m, k in zip(MEMBERS, shares, strict=True)}
         return wire.Turn(
-            None, [(f"call_{m}", DELEGATE, {"member_id": m, "task": t}) for m, t in tasks.items()]
+            None,
+            [(call_id(), DELEGATE, {"member_id": m, "task": t}) for m, t in tasks.items()],
         )
     if done < int(wanted):
-        return wire.Turn(None, [(f"call_{len(history)}", "visit", {"step": f"{tag}-{done}"})])
+        return wire.Turn(None, [(call_id(), "visit", {"step": f"{tag}-{done}"})])
     return wire.Turn("done")
+
+
+def call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def team_message(tag: str) -> str:
@@ -190,7 +198,7 @@ def kill_once(
     counts = collections.Counter(step for step, _, _ in made)
     assert set(counts) == {
         f"{tag}.{m}-{i}" for m, k in zip(MEMBERS, SHARES, strict=True) for i in range(k)
-    }
+    }, sorted(counts.items())
     resumed = min(at for _, pid, at in made if pid == standby.pid)
     return {
         "done at the kill": len({step for step, _, _ in before}),
@@ -216,6 +224,10 @@ def settle(http: httpx.Client, run_id: str, session: str, record: Path) -> int:
     while time.monotonic() < deadline:
         run = http.get(f"/teams/crew/runs/{run_id}", params={"session_id": session}).json()
         if run["status"] == "COMPLETED":
+            members = [
+                (m["agent_id"], m["status"], m.get("error")) for m in run["member_responses"]
+            ]
+            assert all(status == "COMPLETED" for _, status, _ in members), members
             return decided
         if run["status"] == "PAUSED":
             done = {step for step, _, _ in executions(record)}
