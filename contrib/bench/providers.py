@@ -99,6 +99,10 @@ class Vendor(BaseHTTPRequestHandler):
     # requests, request body bytes and seconds spent on them since the last GET /tally
     tally: ClassVar[dict[str, float]] = {"requests": 0, "bytes": 0, "seconds": 0.0}
 
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionError):  # a client killed mid-request (crews.py)
+            super().handle()
+
     def do_GET(self) -> None:
         data = json.dumps(Vendor.tally).encode()
         Vendor.tally = {"requests": 0, "bytes": 0, "seconds": 0.0}
@@ -115,7 +119,10 @@ class Vendor(BaseHTTPRequestHandler):
         Vendor.tally["seconds"] += time.perf_counter() - began
 
     def _answer(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        length = int(self.headers["content-length"])
+        if len(data := self.rfile.read(length)) < length:
+            return  # its client was killed as it sent it
+        body = json.loads(data)
         request = Request(self.path, {}, body)
         turn = script(conversation(self.path, body))
         if caches is None:
