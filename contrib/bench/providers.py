@@ -89,6 +89,8 @@ def next_turn(history: list[str]) -> wire.Turn:
 # asks for them: else it scripts the counts, since counting costs the vendor about the CPU
 # runpoint spends on a turn, which on a busy machine shows in runpoint's
 caches: tuple[ClaudeCache, OpenAICache] | None = None
+# how the vendor answers a conversation (`next_turn`, or a benchmark's own)
+script: Callable[[list[str]], wire.Turn] = next_turn
 
 
 class Vendor(BaseHTTPRequestHandler):
@@ -96,6 +98,10 @@ class Vendor(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # or the body, written after the headers, waits ~40 ms
     # requests, request body bytes and seconds spent on them since the last GET /tally
     tally: ClassVar[dict[str, float]] = {"requests": 0, "bytes": 0, "seconds": 0.0}
+
+    def handle(self) -> None:
+        with contextlib.suppress(ConnectionError):  # a client killed mid-request (crews.py)
+            super().handle()
 
     def do_GET(self) -> None:
         data = json.dumps(Vendor.tally).encode()
@@ -113,9 +119,12 @@ class Vendor(BaseHTTPRequestHandler):
         Vendor.tally["seconds"] += time.perf_counter() - began
 
     def _answer(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        length = int(self.headers["content-length"])
+        if len(data := self.rfile.read(length)) < length:
+            return  # its client was killed as it sent it
+        body = json.loads(data)
         request = Request(self.path, {}, body)
-        turn = next_turn(conversation(self.path, body))
+        turn = script(conversation(self.path, body))
         if caches is None:
             turn.usage = (10, 5)
         if self.path.endswith("/messages"):
@@ -143,9 +152,10 @@ class Vendor(BaseHTTPRequestHandler):
         pass
 
 
-def serve(port: Connection, counting: bool) -> None:
-    global caches
+def serve(port: Connection, counting: bool, turns: Callable[[list[str]], wire.Turn]) -> None:
+    global caches, script
     caches = (ClaudeCache(), OpenAICache()) if counting else None
+    script = turns
     server = ThreadingHTTPServer(("127.0.0.1", 0), Vendor)
     port.send(server.server_address[1])
     server.serve_forever()
@@ -229,13 +239,16 @@ async def bench(provider: str, sizes: list[int], stream: bool, database: str) ->
 
 
 @contextlib.contextmanager
-def vendor_server(counting: bool = False) -> Iterator[str]:
+def vendor_server(
+    counting: bool = False, turns: Callable[[list[str]], wire.Turn] = next_turn
+) -> Iterator[str]:
     """The vendor server's URL on loopback (in a process of its own), with the SDKs'
     environment (this process's, which the processes it starts inherit) pointed at it;
     `counting`: the vendor counts each request's tokens in its prompt caches. A GET of
-    any path answers its tally since the last (requests, bytes received, seconds spent)."""
+    any path answers its tally since the last (requests, bytes received, seconds spent).
+    `turns` answers each request's conversation (`conversation`) with the model's turn."""
     receiver, sender = multiprocessing.Pipe(duplex=False)
-    server = multiprocessing.Process(target=serve, args=(sender, counting), daemon=True)
+    server = multiprocessing.Process(target=serve, args=(sender, counting, turns), daemon=True)
     server.start()
     url = f"http://127.0.0.1:{receiver.recv()}"
     os.environ |= {

@@ -106,12 +106,19 @@ def server(argv: list[str], port: int, cwd: Path) -> Iterator[subprocess.Popen[b
 
 def build(http: httpx.Client, pid: int, vendor: str, messages: int) -> Built:
     """One run of `messages` messages built through the server."""
-    httpx.get(f"{vendor}/tally")  # from zero
     form = {"message": f"calls: {messages // 2 - 1}", "stream": "false"}
+    return measure(http, pid, vendor, "/agents/bench/runs", form)
+
+
+def measure(http: httpx.Client, pid: int, vendor: str, path: str, form: dict[str, str]) -> Built:
+    """The run a POST of `form` to `path` builds (`stream=false`), measured: one model turn
+    a vendor request."""
+    httpx.get(f"{vendor}/tally")  # from zero
     cpu, wall = cpu_seconds(pid), time.perf_counter()
-    answer = http.post("/agents/bench/runs", data=form, timeout=600)
+    answer = http.post(path, data=form, timeout=600)
     wall, cpu = time.perf_counter() - wall, cpu_seconds(pid) - cpu
     answer.raise_for_status()
+    assert answer.json()["status"] == "COMPLETED", answer.text[:500]
     tally = httpx.get(f"{vendor}/tally").json()
     return Built(wall, cpu, tally["requests"], tally["bytes"], tally["seconds"])
 

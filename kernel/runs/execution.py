@@ -32,7 +32,7 @@ from runpoint.core.types import (
 )
 from runpoint.runs import tool_calls
 from runpoint.runs.boundary_write import BoundaryWriter
-from runpoint.seams.crew import MembersPaused, delegating
+from runpoint.seams.crew import DELEGATE, MembersPaused, delegating
 from runpoint.seams.host import RunHooks
 from runpoint.seams.model import (
     Model,
@@ -197,7 +197,11 @@ class Execution(BoundaryWriter):
             if tool_calls.is_recorded(self.agent, c)
             and tool_calls.approved(self.decisions.get(c.id))
         }
-        if starting or spent:
+        # a delegation's member run is found by its call's id (runpoint.runs.crews): the
+        # turn naming it is durable before it starts, or a resumed leader would ask its
+        # model again, which names its calls afresh, and the members would start over
+        delegates = bool(self.unsaved) and any(c.name == DELEGATE for c in calls)
+        if starting or spent or delegates:
             self.run.spend_decisions(spent)
             await self.save(checkpoint=None, intents=starting)
         # each side effect's result is durable before its call counts as done; the results

@@ -4,7 +4,8 @@ calls in COUNTER, and freezes for the parent to kill it, once the member `reader
 finished:
 - `member-checkpoint`: right after the first checkpoint of `counter`'s run is committed;
 - `mid-call`: inside `counter`'s call for Tokyo, after its effect (the count) happened.
-It prints `frozen TEAM_RUN_ID` when it froze."""
+It prints `frozen TEAM_RUN_ID` when it froze. Its leader names its calls afresh each time
+it is asked, as a vendor's model does."""
 
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ import asyncio
 import os
 import sys
 import time
+import uuid
 from pathlib import Path
+
+import msgspec
 
 from runpoint import hookimpl
 from runpoint.core.types import Checkpoint, Run
 from runpoint.facade import CreateRun, Runpoint
+from runpoint.plugins.scripted import ScriptedModel, lead_turn
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.crew import Crew
 from runpoint.seams.host import PluginHost
+from runpoint.seams.model import ModelRequest, ModelResponse
 
 WHERE = os.environ.get("FREEZE", "member-checkpoint")
 QUESTION = "Paris, Tokyo and Lagos"
@@ -52,10 +58,22 @@ def look_up(city: str) -> str:
     return f"{city}: found"
 
 
+def fresh_lead_turn(request: ModelRequest) -> ModelResponse:
+    """scripted:lead's turn, its delegation calls under new ids (a member run is found by
+    its call's id: a leader asked again after a crash must not start its members over)."""
+    response = lead_turn(request)
+    calls = [msgspec.structs.replace(c, id=f"call_{uuid.uuid4().hex}") for c in response.tool_calls]
+    return msgspec.structs.replace(response, tool_calls=calls)
+
+
 agents = [
     Agent(id="counter", model="scripted:demo", tools=[count_visit]),
     Agent(id="reader", model="scripted:demo", tools=[look_up]),
-    Crew(id="crew", model="scripted:lead", members=["reader", "counter"]),
+    Crew(
+        id="crew",
+        model=ScriptedModel(fresh_lead_turn, name="scripted:lead"),
+        members=["reader", "counter"],
+    ),
 ]
 
 
