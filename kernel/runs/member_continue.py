@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from runpoint.core import transcript
-from runpoint.core.errors import InvalidRequest, NotFound
+from runpoint.core.errors import Conflict, InvalidRequest, NotFound
 from runpoint.core.types import KeyClaim, Run, Segment, new_id
 from runpoint.durable import idempotency
 from runpoint.reads import continue_points, run_trees
@@ -52,6 +52,11 @@ async def start(
         raise NotFound(f"team run {source.run_id} not found")
     continuation.check(branch)
     found, messages = await run_trees.member(storage, source, member)
+    if found.call_index is None:
+        raise Conflict(
+            f"member run {member} is under way in a turn its team run has not written yet; "
+            "continue from it once the team run reaches its next boundary"
+        )
     agent = continuation.queries.agent(found.run.agent_id)
     index = await continue_points.named(storage, found.run, request.continue_from)
     index, _ = await continue_points.whole(storage, found.run, index)

@@ -5,15 +5,18 @@ that keep the member runs."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from runpoint.core.errors import InvalidBoundary, InvalidRequest, NotFound
+from runpoint.core.errors import Conflict, InvalidBoundary, InvalidRequest, NotFound
 from runpoint.core.types import Run, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins import demo
 from runpoint.reads import run_trees
 from runpoint.runs.edits import ReplaceUserMessage
-from runpoint.seams.crew import member_run_id
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.crew import Crew, member_run_id
 from tests.conftest import OpenRunpoint
 
 
@@ -203,3 +206,51 @@ async def test_a_forked_team_session_keeps_its_member_runs(open_runpoint: OpenRu
     ).result()
     assert run.status is RunStatus.COMPLETED, run.error
     assert run.session_id == forked.session_id
+
+
+RELEASE: list[asyncio.Event] = []
+
+
+@tool(effect="read")
+async def wait_at(city: str) -> str:
+    """Wait until the test lets it go.
+
+    Args:
+        city: The city.
+    """
+    await RELEASE[0].wait()
+    return f"{city}: reached"
+
+
+async def test_a_member_under_way_is_in_the_timeline_and_not_yet_continued_from(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    RELEASE[:] = [asyncio.Event()]
+    rp = await open_runpoint(
+        [
+            Agent(id="walker", model="scripted:demo", tools=[wait_at]),
+            Crew(id="walkers", model="scripted:lead", members=["walker"]),
+        ]
+    )
+    handle = await rp.create_run(CreateRun(agent_id="walkers", message="Paris"))
+    run = handle.run
+    for _ in range(500):  # until the member's run is under way
+        if members := await rp.storage.member_runs(run.run_id):
+            break
+        await asyncio.sleep(0.01)
+    [member] = members
+    tree = await run_trees.timeline(rp.storage, await rp.queries.run(run.run_id))
+    assert [m.member.run.run_id for m in tree.pending] == [member.run_id]
+    assert tree.pending[0].member.call_index is None  # the leader's turn is not written yet
+    with pytest.raises(Conflict, match="under way"):
+        await rp.continue_run(
+            ContinueRun(run_id=run.run_id, agent_id="walkers", member_run_id=member.run_id)
+        )
+    RELEASE[0].set()
+    done = await handle.result()
+    assert done.status is RunStatus.COMPLETED, done.error
+    tree = await run_trees.timeline(rp.storage, done)
+    assert tree.pending == []
+    assert [m.member.run.run_id for _, under in tree.checkpoints[:1] for m in under] == [
+        member.run_id
+    ]
