@@ -6,6 +6,7 @@ that keep the member runs."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,16 @@ async def team_run(rp: Runpoint, message: str = "Paris and Kyoto") -> Run:
     run = await (await rp.create_run(CreateRun(agent_id="travel-team", message=message))).result()
     assert run.status is RunStatus.COMPLETED, run.error
     return run
+
+
+async def from_member(rp: Runpoint, run: Run, member: Run, **given: Any) -> Run:
+    """The team run a continue of `run` from its member run `member` made, once it stops."""
+    request = ContinueRun(
+        run_id=run.run_id, agent_id=run.agent_id, member_run_id=member.run_id, **given
+    )
+    new = await (await rp.continue_run(request)).result()
+    assert new.status is RunStatus.COMPLETED, new.error
+    return new
 
 
 async def members_by_agent(rp: Runpoint, run: Run) -> dict[str, Run]:
@@ -112,34 +123,14 @@ async def test_continue_from_a_members_checkpoint_with_edits_and_from_an_inherit
     rp = await open_runpoint(demo.agents)
     source = await team_run(rp, "Paris")
     travel = (await members_by_agent(rp, source))["travel-agent"]
-    first = await (
-        await rp.continue_run(
-            ContinueRun(
-                run_id=source.run_id,
-                agent_id="travel-team",
-                member_run_id=travel.run_id,
-                continue_from=1,
-                edits=[ReplaceUserMessage("Tokyo")],
-            )
-        )
-    ).result()
-    assert first.status is RunStatus.COMPLETED, first.error
+    first = await from_member(
+        rp, source, travel, continue_from=1, edits=[ReplaceUserMessage("Tokyo")]
+    )
     assert "travel-agent: Here is what I found. Tokyo: " in (first.content or "")
     assert "planner-agent: Here is what I found. Paris" in (first.content or "")
     # the planner's run the new team run inherited is addressed through it, and continued
     planner = (await members_by_agent(rp, source))["planner-agent"]
-    second = await (
-        await rp.continue_run(
-            ContinueRun(
-                run_id=first.run_id,
-                agent_id="travel-team",
-                member_run_id=planner.run_id,
-                continue_from="last_user",
-                input="Cairo",
-            )
-        )
-    ).result()
-    assert second.status is RunStatus.COMPLETED, second.error
+    second = await from_member(rp, first, planner, continue_from="last_user", input="Cairo")
     assert "travel-agent: Here is what I found. Tokyo" in (second.content or "")
     assert "planner-agent: Here is what I found. Cairo: Cairo is in the plan." in (
         second.content or ""
@@ -194,17 +185,7 @@ async def test_a_forked_team_session_keeps_its_member_runs(open_runpoint: OpenRu
     assert {m.member.run.run_id for m in under} == {m.run_id for m in copies.values()}
     # and a member of the copy is continued from, through the copy
     planner = copies["planner-agent"]
-    run = await (
-        await rp.continue_run(
-            ContinueRun(
-                run_id=copy.run_id,
-                agent_id="travel-team",
-                member_run_id=planner.run_id,
-                continue_from=3,
-            )
-        )
-    ).result()
-    assert run.status is RunStatus.COMPLETED, run.error
+    run = await from_member(rp, copy, planner, continue_from=3)
     assert run.session_id == forked.session_id
 
 
