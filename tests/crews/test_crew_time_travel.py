@@ -235,3 +235,26 @@ async def test_a_member_under_way_is_in_the_timeline_and_not_yet_continued_from(
     assert [m.member.run.run_id for _, under in tree.checkpoints[:1] for m in under] == [
         member.run_id
     ]
+
+
+async def test_a_team_session_rolled_back_keeps_its_member_runs(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    rp = await open_runpoint(demo.agents)
+    source = await team_run(rp, "Paris")
+    checkpoint = await rp.session_checkpoints.create(source.session_id)
+    await team_run_in(rp, source.session_id, "Kyoto")  # undone by the rollback
+    await rp.session_checkpoints.rollback(source.session_id, checkpoint.checkpoint_id)
+    [copy] = await rp.list_runs(source.session_id)
+    assert copy.forked_from_run_id == source.run_id
+    copies = await members_by_agent(rp, copy)
+    originals = await members_by_agent(rp, source)
+    assert {a: m.forked_from_run_id for a, m in copies.items()} == {
+        a: m.run_id for a, m in originals.items()
+    }
+    await from_member(rp, copy, copies["planner-agent"], continue_from=3)
+
+
+async def team_run_in(rp: Runpoint, session_id: str, message: str) -> Run:
+    request = CreateRun(agent_id="travel-team", message=message, session_id=session_id)
+    return await (await rp.create_run(request)).result()
