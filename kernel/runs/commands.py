@@ -31,12 +31,13 @@ from runpoint.core.types import (
 )
 from runpoint.durable import idempotency
 from runpoint.reads import continue_points
+from runpoint.runs import member_continue
 from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Continuation, ContinueRun
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
 from runpoint.runs.fan_out import FanOut, fan_out
 from runpoint.seams.agent import Agent
-from runpoint.sessions.lifecycle import fork_runs, forked_session
+from runpoint.sessions.lifecycle import fork_runs, forked_session, with_members
 
 
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -175,8 +176,13 @@ class Commands:
         self, request: ContinueRun, *, stream: bool = False, idempotency_key: str | None = None
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries (see
-        `runpoint.runs.continuation`)."""
-        start = partial(self.continuation.start, request, stream)
+        `runpoint.runs.continuation`), or from a crew run's member run's
+        (`runpoint.runs.member_continue`)."""
+        if request.member_run_id is msgspec.UNSET:
+            start = partial(self.continuation.start, request, stream)
+        else:
+            member = request.member_run_id
+            start = partial(member_continue.start, self.continuation, request, member, stream)
         if idempotency_key is None:
             return await start(None)
         operation = f"continue_run {request.agent_id} {request.run_id}"
@@ -253,7 +259,9 @@ class Commands:
         # its runs first, then the session: a removal (retention) that took its last run
         # after the runs were read took the session too, and is seen there; the other way
         # round, a session read before it and runs read after would make an empty fork
-        source_runs = await self.storage.list_runs(request.session_id)
+        source_runs = await with_members(
+            self.storage, await self.storage.list_runs(request.session_id)
+        )
         source = await self.sessions.get(request.session_id)
         if request.agent_id is not None and source.agent_id != request.agent_id:
             raise NotFound(f"session {request.session_id} not found for agent {request.agent_id}")

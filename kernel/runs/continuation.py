@@ -65,6 +65,9 @@ class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     background: bool = False
     # only if the run is in this status (else Conflict): a requeue resumes a failed run
     expect: RunStatus | None = None
+    # a crew run's member run to continue from instead (`runpoint.runs.member_continue`);
+    # unset, not None: left out of the fingerprint, so keys claimed before it existed match
+    member_run_id: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class Continuation:
@@ -263,12 +266,18 @@ class Continuation:
         )
 
     async def fork(
-        self, agent: Agent, source: Run, index: int, branch: Branch, regenerates: bool = False
+        self,
+        agent: Agent,
+        source: Run,
+        index: int,
+        branch: Branch,
+        regenerates: bool = False,
+        run_id: str | None = None,
     ) -> tuple[Run, list[Message], list[Message]]:
-        """A new run at the source's whole boundary `index`, not written yet: the run, the
-        rows it is born with (edited messages, its input), and its input. `regenerates`:
-        it regenerates the source's final answer."""
-        run_id = new_id()
+        """A new run (`run_id`, or a new id) at the source's whole boundary `index`, not
+        written yet: the run, the rows it is born with (edited messages, its input), and
+        its input. `regenerates`: it regenerates the source's final answer."""
+        run_id = run_id or new_id()
         new = [Message(role="user", content=branch.input)] if branch.input is not None else []
         born = await edits.birth(self.storage, agent, source, index, branch.edits, run_id, new)
         run = Run(
