@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runpoint.core.errors import Conflict, InvalidBoundary, InvalidRequest, NotFound
+from runpoint.core.errors import InvalidBoundary, InvalidRequest, NotFound
 from runpoint.core.types import Run, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins import demo
@@ -203,7 +203,7 @@ async def wait_at(city: str) -> str:
     return f"{city}: reached"
 
 
-async def test_a_member_under_way_is_in_the_timeline_and_not_yet_continued_from(
+async def test_a_member_under_way_is_in_the_timeline_and_continued_from(
     open_runpoint: OpenRunpoint,
 ) -> None:
     RELEASE[:] = [asyncio.Event()]
@@ -222,19 +222,25 @@ async def test_a_member_under_way_is_in_the_timeline_and_not_yet_continued_from(
     [member] = members
     tree = await run_trees.timeline(rp.storage, await rp.queries.run(run.run_id))
     assert [m.member.run.run_id for m in tree.pending] == [member.run_id]
-    assert tree.pending[0].member.call_index is None  # the leader's turn is not written yet
-    with pytest.raises(Conflict, match="under way"):
-        await rp.continue_run(
-            ContinueRun(run_id=run.run_id, agent_id="walkers", member_run_id=member.run_id)
+    # the delegating turn is written before its members start
+    assert tree.pending[0].member.call_index == 1
+    fork = await rp.continue_run(
+        ContinueRun(
+            run_id=run.run_id, agent_id="walkers", member_run_id=member.run_id, continue_from=1
         )
+    )
     RELEASE[0].set()
-    done = await handle.result()
+    done, forked = await handle.result(), await fork.result()
     assert done.status is RunStatus.COMPLETED, done.error
+    assert forked.status is RunStatus.COMPLETED, forked.error
+    assert forked.forked_from_run_id == run.run_id
     tree = await run_trees.timeline(rp.storage, done)
     assert tree.pending == []
     assert [m.member.run.run_id for _, under in tree.checkpoints[:1] for m in under] == [
         member.run_id
     ]
+    [copy] = await rp.storage.member_runs(forked.run_id)
+    assert copy.forked_from_run_id == member.run_id
 
 
 async def test_a_team_session_rolled_back_keeps_its_member_runs(
