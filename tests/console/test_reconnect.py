@@ -1,7 +1,8 @@
 """The console reconnects a lost stream by itself: the connection of a run's stream breaks
 after a few events (the page's fetch is made to fail there, as a network does), the console
 joins the run's stream again from the last event it had, and the run opens as if nothing
-happened. What it was sent, concatenated, is the run's uninterrupted stream."""
+happened. What it was sent, concatenated, is the run's uninterrupted stream: an agent
+run's joined with GET .../events, a team run's with AgentOS's POST .../resume."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from tests.http import sse
 
 from .conftest import Console
 from .test_console import start_run
+from .test_teams import start_team_run
 
 KEPT = 5  # events the broken stream gives before it fails
 
@@ -79,5 +81,31 @@ def test_a_lost_stream_is_joined_again_without_gaps_or_repeats(console: Console)
     whole = httpx.get(
         f"{console.base_url}/agents/travel-agent/runs/{run_id}/events",
         params={"session_id": session_id, "events": "all"},
+    )
+    assert [e.text for e in got] == [e.text for e in sse.parse(whole.text)]
+
+
+def test_a_team_runs_lost_stream_is_joined_again_through_resume(console: Console) -> None:
+    page = console.page
+    joins: list[object] = []
+    page.on("request", lambda r: joins.append(r.post_data_json) if "/resume?" in r.url else None)
+    page.add_init_script(BREAK_THE_FIRST_STREAM)
+    console.open()
+    run_id = start_team_run(page)
+    expect(page.locator("body")).not_to_contain_text("The stream was lost")
+
+    broken, *rejoined = page.evaluate("window.streamed")
+    got = sse.parse(broken)
+    assert len(got) == KEPT
+    assert got[0].event == "TeamRunStarted"
+    session_id = got[0].data["session_id"]
+    # once, after the last whole event it had (AgentOS counts them from 0)
+    assert joins == [{"session_id": session_id, "last_event_index": got[-1].id - 1}]
+    assert len(rejoined) == 1
+    got += sse.parse(rejoined[0])
+    whole = httpx.post(
+        f"{console.base_url}/teams/travel-team/runs/{run_id}/resume",
+        params={"events": "all"},
+        json={"session_id": session_id},
     )
     assert [e.text for e in got] == [e.text for e in sse.parse(whole.text)]

@@ -1,0 +1,139 @@
+"""A team run in the console, in a real browser against `runpoint serve` (the demo's
+`travel-team`: a leader that gives the traveller's question to `travel-agent` and
+`planner-agent` at once): the leader's transcript with each member's run under the
+delegation call that started it, checkpoints in both, a member's snapshot, and continue
+from a checkpoint inside a member's run, which makes a new team run."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+from playwright.sync_api import Page, expect
+
+from .conftest import Console, assert_only_api_requests
+from .test_console import opened_run, tab_to, unnamed_controls
+
+QUESTION = "Paris and Kyoto"
+
+
+def start_team_run(page: Page) -> str:
+    page.get_by_label("Agent").select_option("travel-team")
+    page.get_by_label("Message").fill(QUESTION)
+    page.get_by_role("button", name="Start run").click()
+    return opened_run(page)
+
+
+def member_section(page: Page, agent_id: str) -> tuple[str, object]:
+    """The section of `agent_id`'s run in the team run's transcript, and the run's id."""
+    section = page.get_by_role("region", name=re.compile(f"^Member {agent_id},"))
+    run_id = section.get_attribute("data-member-run-id")
+    assert run_id
+    return run_id, section
+
+
+def test_a_team_run_is_a_tree_and_continues_from_a_members_checkpoint(
+    console: Console,
+) -> None:
+    page = console.page
+    console.open()
+    expect(page.get_by_label("Agent").locator("optgroup[label=Teams] option")).to_have_text(
+        ["Travel Team (travel-team)"]
+    )
+    source = start_team_run(page)
+    session_id = re.search(r"#/sessions/([^/]+)/", page.url)[1]  # type: ignore[index]
+    expect(page.locator(".facts")).to_contain_text("Team")
+    expect(page.locator(".facts")).to_contain_text("travel-team")
+    # the leader's checkpoints: after the delegations, and its end
+    marks = page.get_by_role("group", name="Checkpoint timeline").get_by_role("button")
+    expect(marks).to_have_text(["4", "5"])
+    leader = page.get_by_role("list", name="Transcript", exact=True)
+    expect(leader).to_contain_text("The team says: travel-agent: Here is what I found.")
+
+    # each member's run under the delegation call (message 1) that started it
+    delegation = leader.locator(':scope > .msg[data-index="1"]')
+    expect(delegation.locator(".member-run")).to_have_count(2)
+    travel_run, travel = member_section(page, "travel-agent")
+    planner_run, planner = member_section(page, "planner-agent")
+    expect(travel).to_contain_text("COMPLETED")
+    expect(page.get_by_role("list", name="Transcript of travel-agent")).to_contain_text(
+        'get_population({"city":"Paris"})'
+    )
+    expect(page.get_by_role("list", name="Transcript of planner-agent")).to_contain_text(
+        "Paris is in the plan."
+    )
+    for member in ("travel-agent", "planner-agent"):
+        for k in (3, 5, 6):
+            name = f"Checkpoint at message {k} of {member}"
+            expect(page.get_by_role("button", name=re.compile(f"^{name} "))).to_be_visible()
+    assert planner_run != travel_run
+    assert unnamed_controls(page) == []
+    console.screenshot("team-run-tree")
+
+    # a member's checkpoint: its run as it was there, and the way to continue from it
+    page.get_by_role("button", name=re.compile("^Checkpoint at message 3 of travel-agent ")).click()
+    expect(page.locator("#inspector-title")).to_have_text(
+        "Snapshot of travel-agent's run at message 3"
+    )
+    assert page.url.endswith(f"/runs/{source}/members/{travel_run}/at/3")
+    inspector = page.locator("#inspector")
+    expect(inspector).to_contain_text("RUNNING")
+    expect(inspector.locator(".snapshot-content")).to_have_text("Looking up Paris.")
+    expect(inspector.get_by_role("heading", name="Continue travel-agent's run from message 3")).to_be_visible()
+    # the member's later messages are dimmed, the leader's boundary is not selected
+    expect(travel.locator('.msg[data-index="3"]')).to_have_class(re.compile(r"\bafter\b"))
+    expect(page.locator(".boundary-button[aria-pressed=true]")).to_have_count(1)
+    console.screenshot("member-snapshot")
+
+    tab_to(page, page.get_by_label("New input"))
+    page.keyboard.type("Only Paris, please.")
+    page.get_by_role("button", name="Continue from here").click()
+    fork = opened_run(page, other_than=source)
+
+    # a new team run, forked from the source; its travel-agent run forked at message 3
+    expect(page.locator(".lineage-line")).to_contain_text(f"Forked from run {source[:8]}")
+    child = page.locator("#session-body .tree-children .tree-node")
+    expect(child).to_have_count(1)
+    expect(child).to_have_attribute("aria-current", "page")
+    _, travel = member_section(page, "travel-agent")
+    expect(travel).to_contain_text(f"forked from {travel_run[:8]} at message 3")
+    expect(travel.locator(".fork-mark")).to_contain_text(f"Forked here from run {travel_run[:8]}")
+    expect(travel).to_contain_text("Only Paris, please.")
+    # the planner's answer is kept as it was; the leader goes on with the new answer
+    expect(page.get_by_role("list", name="Transcript of planner-agent")).to_contain_text(
+        "Kyoto is in the plan."
+    )
+    leader = page.get_by_role("list", name="Transcript", exact=True)
+    expect(leader.locator(".msg").last).to_contain_text("travel-agent: Here is what I found. Paris: 2.1M.")
+    assert unnamed_controls(page) == []
+    console.screenshot("continued-from-a-member")
+
+    team = httpx.get(
+        f"{console.base_url}/teams/travel-team/runs/{source}", params={"session_id": session_id}
+    ).json()
+    assert team["status"] == "COMPLETED"  # the source team run is untouched
+    assert fork != source
+    assert_only_api_requests(console)
+
+
+def test_a_members_checkpoint_by_its_address_and_one_of_another_run(console: Console) -> None:
+    page = console.page
+    body = {"message": QUESTION, "stream": False}
+    run = httpx.post(f"{console.base_url}/teams/travel-team/runs", json=body).json()
+    session_id, run_id = run["session_id"], run["run_id"]
+    member = next(m for m in run["member_responses"] if m["agent_id"] == "planner-agent")
+    console.open(f"#/sessions/{session_id}/runs/{run_id}/members/{member['run_id']}/at/5")
+    expect(page.locator("#inspector-title")).to_have_text(
+        "Snapshot of planner-agent's run at message 5"
+    )
+    button = page.get_by_role("button", name=re.compile("^Checkpoint at message 5 of planner-agent "))
+    expect(button).to_have_attribute("aria-pressed", "true")
+
+    # a member run of another team run is not this one's: the server's 404 says so
+    other = httpx.post(f"{console.base_url}/teams/travel-team/runs", json=body).json()
+    stranger = other["member_responses"][0]["run_id"]
+    console.open(f"#/sessions/{session_id}/runs/{run_id}/members/{stranger}/at/3")
+    alert = page.locator("#inspector [role=alert]")
+    expect(alert).to_contain_text("Not found")
+    expect(alert).to_contain_text("NOT_FOUND")
+    console.screenshot("member-of-another-run")
