@@ -42,6 +42,7 @@ from . import (  # noqa: F401
     session_checkpoints,
     sessions,
     sse,
+    team_trees,
     teams,
 )
 from .documents import Documents

@@ -4,6 +4,7 @@ documents the app keeps (see documents.py)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,7 +18,7 @@ from . import catalog_wire, inputs, sse, wire
 from .documents import Documents, Key
 from .edit_requests import edit_requests
 from .errors import HttpError
-from .handlers import Reply, agent_name, operation
+from .handlers import Handler, Reply, agent_name, operation
 from .json_fields import decoded, holds_nul
 
 
@@ -173,8 +174,7 @@ async def get_agent_run_checkpoint_snapshot(
     return await _kept(rp, documents, key, session_id, agent_id, document)
 
 
-@operation
-async def continue_agent_run(
+async def continue_run(
     rp: Runpoint,
     *,
     agent_id: str,
@@ -192,7 +192,9 @@ async def continue_agent_run(
     model: str | None,
     idempotency_key: str | None,
     events: sse.Events,
+    member_run_id: str | None = None,
 ) -> Reply:
+    """The agents' continue, and the teams' (`member_run_id`: from a member's checkpoint)."""
     request = ContinueRun(
         run_id=run_id,
         session_id=session_id,
@@ -206,9 +208,29 @@ async def continue_agent_run(
         edits=edit_requests(edits),
         model=model,
         background=background,
+        member_run_id=msgspec.UNSET if member_run_id is None else member_run_id,
     )
     handle = await rp.continue_run(request, stream=stream, idempotency_key=idempotency_key)
     return await _started(rp, handle, stream, background, events)
+
+
+def operation_of(handler: Handler, name: str, rename: dict[str, str], drop: str = "") -> Handler:
+    """`handler` as the operation `name`: its parameters renamed by `rename` (the
+    contract's names for them), `drop` left out (left at its default)."""
+
+    async def named(rp: Runpoint, **given: Any) -> Reply:
+        return await handler(rp, **{rename.get(k, k): v for k, v in given.items()})
+
+    back = {v: k for k, v in rename.items()}
+    parameters = inspect.signature(handler).parameters.values()
+    named.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [p.replace(name=back.get(p.name, p.name)) for p in parameters if p.name != drop]
+    )
+    named.__name__ = name
+    return named
+
+
+operation(operation_of(continue_run, "continue_agent_run", {}, drop="member_run_id"))
 
 
 @operation

@@ -26,9 +26,7 @@ AGENT_OPERATIONS = (
     runs.get_agent_run,
     runs.resume_agent_run_stream,
     runs.cancel_agent_run,
-    runs.get_agent_run_checkpoints,
     runs.get_agent_run_checkpoint_snapshot,
-    runs.continue_agent_run,
     runs.fork_agent_session,
 )
 
@@ -51,23 +49,23 @@ async def get_team(rp: Runpoint, *, team_id: str) -> Reply:
     return catalog_wire.team(crew(rp, team_id), rp.agents)
 
 
-def as_team(handler: Handler) -> Handler:
-    """The team operation of an agent operation: `team_id` for `agent_id`."""
+def as_team(handler: Handler, name: str | None = None) -> Handler:
+    """The team operation of an agent operation (`name`, else the agent operation's with
+    `_team_` for `_agent_`): `team_id` for `agent_id`."""
 
-    async def team_operation(rp: Runpoint, *, team_id: str, **given: Any) -> Reply:
-        crew(rp, team_id)
-        return await _team_reply(rp, await handler(rp, agent_id=team_id, **given))
+    async def team_operation(rp: Runpoint, *, agent_id: str, **given: Any) -> Reply:
+        crew(rp, agent_id)
+        return await _team_reply(rp, await handler(rp, agent_id=agent_id, **given))
 
-    parameters = inspect.signature(handler).parameters.values()
-    team_operation.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [p.replace(name="team_id") if p.name == "agent_id" else p for p in parameters]
-    )
-    team_operation.__name__ = handler.__name__.replace("_agent_", "_team_")
-    return team_operation
+    team_operation.__signature__ = inspect.signature(handler)  # type: ignore[attr-defined]
+    name = name or handler.__name__.replace("_agent_", "_team_")
+    return runs.operation_of(team_operation, name, {"team_id": "agent_id"})
 
 
 for _handler in AGENT_OPERATIONS:
     operation(as_team(_handler))
+# with a member's checkpoint to continue from (`member_run_id`)
+operation(as_team(runs.continue_run, "continue_team_run"))
 
 
 async def _team_reply(rp: Runpoint, reply: Reply) -> Reply:

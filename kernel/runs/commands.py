@@ -36,7 +36,7 @@ from runpoint.runs.continuation import Continuation, ContinueRun
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
 from runpoint.runs.fan_out import FanOut, fan_out
 from runpoint.seams.agent import Agent
-from runpoint.sessions.lifecycle import fork_runs, forked_session
+from runpoint.sessions.lifecycle import fork_runs, forked_session, with_members
 
 
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -251,7 +251,9 @@ class Commands:
         # its runs first, then the session: a removal (retention) that took its last run
         # after the runs were read took the session too, and is seen there; the other way
         # round, a session read before it and runs read after would make an empty fork
-        source_runs = await self.storage.list_runs(request.session_id)
+        source_runs = await with_members(
+            self.storage, await self.storage.list_runs(request.session_id)
+        )
         source = await self.sessions.get(request.session_id)
         if request.agent_id is not None and source.agent_id != request.agent_id:
             raise NotFound(f"session {request.session_id} not found for agent {request.agent_id}")

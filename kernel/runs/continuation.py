@@ -25,7 +25,7 @@ from runpoint.core.types import (
 from runpoint.durable import idempotency
 from runpoint.reads import continue_points
 from runpoint.reads.continue_points import ContinueFrom
-from runpoint.runs import edits, tool_calls
+from runpoint.runs import edits, member_continue, tool_calls
 from runpoint.runs.context import RunContext
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
@@ -65,6 +65,9 @@ class ContinueRun(msgspec.Struct, frozen=True, kw_only=True):
     background: bool = False
     # only if the run is in this status (else Conflict): a requeue resumes a failed run
     expect: RunStatus | None = None
+    # a crew run's member run to continue from instead (`runpoint.runs.member_continue`);
+    # unset, not None: left out of the fingerprint, so keys claimed before it existed match
+    member_run_id: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class Continuation:
@@ -87,6 +90,11 @@ class Continuation:
         the tool_call_id of a paused call to a person's decision (`runpoint.core.types.Decision`):
         run it, with edited arguments perhaps; do not, saying why perhaps; or its result.
         """
+        if request.member_run_id is not msgspec.UNSET:
+            branch = Branch(input=request.input, edits=request.edits, model=request.model)
+            return await member_continue.start(
+                self, request, request.member_run_id, branch, stream, claim
+            )
         source = await self.source(request.run_id, request.session_id, request.agent_id)
         if request.expect is not None and source.status is not request.expect:
             raise Conflict(
@@ -263,12 +271,18 @@ class Continuation:
         )
 
     async def fork(
-        self, agent: Agent, source: Run, index: int, branch: Branch, regenerates: bool = False
+        self,
+        agent: Agent,
+        source: Run,
+        index: int,
+        branch: Branch,
+        regenerates: bool = False,
+        run_id: str | None = None,
     ) -> tuple[Run, list[Message], list[Message]]:
-        """A new run at the source's whole boundary `index`, not written yet: the run, the
-        rows it is born with (edited messages, its input), and its input. `regenerates`:
-        it regenerates the source's final answer."""
-        run_id = new_id()
+        """A new run (`run_id`, or a new id) at the source's whole boundary `index`, not
+        written yet: the run, the rows it is born with (edited messages, its input), and
+        its input. `regenerates`: it regenerates the source's final answer."""
+        run_id = run_id or new_id()
         new = [Message(role="user", content=branch.input)] if branch.input is not None else []
         born = await edits.birth(self.storage, agent, source, index, branch.edits, run_id, new)
         run = Run(

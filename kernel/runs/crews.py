@@ -12,7 +12,6 @@ and none runs a finished tool call again.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -22,17 +21,10 @@ from runpoint.core.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Se
 from runpoint.runs import tool_calls
 from runpoint.runs.context import RunContext
 from runpoint.seams.agent import Agent
-from runpoint.seams.crew import Crew, MembersPaused
+from runpoint.seams.crew import Crew, MembersPaused, member_run_id
 
 if TYPE_CHECKING:
     from runpoint.runs.executor import Executor
-
-_MEMBERS = uuid.UUID("5f0c3f2e-2f6b-4b8e-9d55-6b1f0c7a9e31")
-
-
-def member_run_id(crew_run_id: str, tool_call_id: str) -> str:
-    """The id of the member run a delegation call starts: the same each time it runs."""
-    return str(uuid.uuid5(_MEMBERS, f"{crew_run_id}/{tool_call_id}"))
 
 
 class Crews:
@@ -62,6 +54,12 @@ class Crews:
             run = await self._resume(member, run)
         return await self._answer(run, member_id)
 
+    @staticmethod
+    def _unstarted(run: Run) -> bool:
+        """Made for the delegation by a continue from a member's checkpoint, and never
+        executed (`runpoint.runs.member_continue`): nobody ever held it."""
+        return run.status is RunStatus.PENDING and run.lease_expires_at is None
+
     async def _start(self, member: Agent, crew_run: Run, call: ToolCall, task: str) -> Run:
         run_id = member_run_id(crew_run.run_id, call.id)
         run = Run(
@@ -85,11 +83,13 @@ class Crews:
         return await handle.result()
 
     async def _resume(self, member: Agent, run: Run) -> Run:
-        """Claim a member run that stopped (paused, or its process died) and execute it
-        here from its own last boundary; if another claimed it first, wait for it."""
+        """Claim a member run that stopped (paused, or its process died) or never started
+        and execute it here from its own last boundary; if another claimed it first, wait
+        for it."""
         if self.executor.is_executing(run.run_id):
             return await self.executor.follow(run).result()
-        if run.status in IN_FLIGHT:
+        unstarted = self._unstarted(run)
+        if run.status in IN_FLIGHT and not unstarted:
             run.recover()
         self.executor.accept(run, background=False, stream=False)
         try:
@@ -97,7 +97,7 @@ class Crews:
         except Conflict:  # the lease watch, or another process, took it
             return await self.executor.follow(run).result()
         handle = await self.executor.begin(
-            member, run, [], stream=False, background=False, resumed=True
+            member, run, [], stream=False, background=False, resumed=not unstarted
         )
         return await handle.result()
 

@@ -7,6 +7,7 @@ of the crew run; see `runpoint.runs.crews`)."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -17,6 +18,15 @@ import msgspec
 from runpoint.seams.agent import Agent, tool
 
 DELEGATE = "delegate_task_to_member"
+_MEMBERS = uuid.UUID("5f0c3f2e-2f6b-4b8e-9d55-6b1f0c7a9e31")
+
+
+def member_run_id(crew_run_id: str, tool_call_id: str) -> str:
+    """The id of the member run a crew run's delegation call starts: the same each time
+    the call runs (resumed, the delegation finds its run), and made from the crew run's
+    for a copy of one (a session fork's, a continue from a member's checkpoint)."""
+    return str(uuid.uuid5(_MEMBERS, f"{crew_run_id}/{tool_call_id}"))
+
 
 # what a delegation call does, given by the execution that runs the call: (member, task)
 # to the member's answer

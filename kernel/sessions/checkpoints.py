@@ -35,7 +35,7 @@ from runpoint.durable.leases import Leases
 from runpoint.seams.host import PluginHost
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage
-from runpoint.sessions.lifecycle import Sessions, fork_runs, forked_session, restore
+from runpoint.sessions.lifecycle import Sessions, fork_runs, forked_session, restore, with_members
 
 MAX_FORKS = 4
 ABANDONED = "its process stopped during the capture"
@@ -61,7 +61,7 @@ class SessionCheckpoints:
         """Capture the session now; READY, or FAILED (with why) if a plugin's capture
         raised. Conflict while a run of it is in flight."""
         session = await self.sessions.usable(session_id)
-        runs = await self.storage.list_runs(session_id)
+        runs = await with_members(self.storage, await self.storage.list_runs(session_id))
         if busy := [r.run_id for r in runs if r.status in IN_FLIGHT]:
             raise Conflict(f"session {session_id} has runs in flight: {', '.join(busy)}")
         latest = await self.sessions.usable(session_id)

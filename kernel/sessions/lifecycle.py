@@ -19,6 +19,7 @@ from runpoint.core import tenancy, transcript
 from runpoint.core.errors import Conflict, Locked, NotFound
 from runpoint.core.types import Lease, Rollback, Run, Segment, Session, SessionCapture, new_id, now
 from runpoint.durable.leases import Leases
+from runpoint.seams.crew import member_run_id
 from runpoint.seams.host import PluginHost
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage
@@ -49,11 +50,23 @@ def forked_session(source: Session, event_seq: int) -> Session:
     )
 
 
+async def with_members(storage: Storage, runs: Sequence[Run]) -> list[Run]:
+    """A session's runs, then their member runs (a crew run's tree): what a fork or a
+    capture of the session copies."""
+    return [*runs, *[m for run in runs for m in await storage.member_runs(run.run_id)]]
+
+
 def fork_runs(runs: Sequence[Run], session_id: str) -> list[Run]:
-    """Copies of a session's runs (oldest first) in `session_id`: each a fork of its
-    source cut at the source's `message_count`, pointing at its rows (copy-on-write);
-    the lineage between them points at the copies."""
-    renamed = {run.run_id: new_id() for run in runs}
+    """Copies of a session's runs (oldest first, then their member runs: `with_members`)
+    in `session_id`: each a fork of its source cut at the source's `message_count`,
+    pointing at its rows (copy-on-write); the lineage between them points at the copies,
+    and a member run's copy has the id its crew run's copy's delegation looks up."""
+    renamed: dict[str, str] = {}
+    for run in runs:
+        parent = renamed.get(run.parent_run_id or "")
+        renamed[run.run_id] = (
+            new_id() if parent is None else member_run_id(parent, run.parent_tool_call_id or "")
+        )
     return [
         msgspec.structs.replace(
             run,
@@ -64,6 +77,7 @@ def fork_runs(runs: Sequence[Run], session_id: str) -> list[Run]:
                 Segment(renamed[run.run_id], run.message_count),
             ],
             previous_run_id=renamed.get(run.previous_run_id or ""),
+            parent_run_id=renamed.get(run.parent_run_id or ""),
             forked_from_run_id=run.run_id,
             forked_from_message_index=run.message_count,
             forked_from_session_id=run.session_id,

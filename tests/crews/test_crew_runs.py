@@ -8,9 +8,8 @@ import pytest
 from runpoint.core.types import RunStatus
 from runpoint.facade import CreateRun
 from runpoint.plugins import demo
-from runpoint.runs.crews import member_run_id
 from runpoint.seams.agent import Agent
-from runpoint.seams.crew import Crew, check_crews
+from runpoint.seams.crew import Crew, check_crews, member_run_id
 from tests.conftest import OpenRunpoint
 
 

@@ -1,0 +1,95 @@
+"""Continue a crew run from a checkpoint inside one of its member runs.
+
+History is never rewritten, so two runs are made, both copy-on-write:
+- a new crew run, holding the leader's messages up to and with the turn that made the
+  delegation, and the results of the calls made beside it (their runs are not run again);
+- a new member run for that delegation (its id the one the new crew run's delegation
+  looks up: `member_run_id`), forked from the member's run at the checkpoint, with the
+  continue's input, edits and model. It is PENDING with no lease: nobody has executed it.
+
+The new crew run starts where its transcript ends, at the delegation without an answer:
+its delegation finds the new member run and executes it, and the leader goes on with
+the member's new answer.
+"""
+
+from __future__ import annotations
+
+from itertools import takewhile
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from runpoint.core import transcript
+from runpoint.core.errors import InvalidRequest, NotFound
+from runpoint.core.types import KeyClaim, Run, Segment, new_id
+from runpoint.durable import idempotency
+from runpoint.reads import continue_points, run_trees
+from runpoint.runs.executor import RunHandle
+from runpoint.seams.crew import Crew, member_run_id
+
+if TYPE_CHECKING:
+    from runpoint.runs.continuation import Branch, Continuation, ContinueRun
+
+
+async def start(
+    continuation: Continuation,
+    request: ContinueRun,
+    member: str,
+    branch: Branch,
+    stream: bool,
+    claim: KeyClaim | None,
+) -> RunHandle:
+    """A new crew run and member run from `member` at `request.continue_from`, with
+    `branch` (the request's input, edits and model)."""
+    if request.tools or request.regenerate or request.replace_original is not None:
+        raise InvalidRequest(
+            "a continue from a member's checkpoint takes no tools, regenerate or replace_original"
+        )
+    storage = continuation.storage
+    source = await continuation.source(request.run_id, request.session_id, request.agent_id)
+    crew = continuation.queries.agent(source.agent_id)
+    if not isinstance(crew, Crew):
+        raise NotFound(f"team run {source.run_id} not found")
+    continuation.check(branch)
+    found, messages = await run_trees.member(storage, source, member)
+    agent = continuation.queries.agent(found.run.agent_id)
+    index = await continue_points.named(storage, found.run, request.continue_from)
+    index, _ = await continue_points.whole(storage, found.run, index)
+
+    crew_run_id = new_id()
+    cut = found.call_index + 1  # the leader's messages up to the turn that delegated
+    beside = [
+        msgspec.structs.replace(m, id=new_id())
+        for m in takewhile(lambda m: m.role == "tool", messages[cut:])
+        if m.tool_call_id != found.tool_call_id
+    ]
+    crew_run = Run(
+        run_id=crew_run_id,
+        session_id=source.session_id,
+        agent_id=source.agent_id,
+        team_id=source.team_id,
+        user_id=source.user_id,
+        input=source.input,
+        model=crew.model_name,
+        policy=crew.checkpoint,
+        segments=[*transcript.cut(source.segments, cut), Segment(crew_run_id, cut)],
+        message_count=cut + len(beside),
+        previous_run_id=source.previous_run_id,
+        forked_from_run_id=source.run_id,
+        forked_from_message_index=cut,
+    )
+    forked, rows, _ = await continuation.fork(
+        agent, found.run, index, branch, run_id=member_run_id(crew_run_id, found.tool_call_id)
+    )
+    member_run = msgspec.structs.replace(
+        forked, parent_run_id=crew_run_id, parent_tool_call_id=found.tool_call_id
+    )
+    continuation.executor.accept(crew_run, background=request.background, stream=stream)
+    await storage.create_runs(
+        [crew_run, member_run],
+        {crew_run_id: beside, member_run.run_id: rows},
+        answering=idempotency.answering(claim, crew_run_id),
+    )
+    return await continuation.executor.begin(
+        crew, crew_run, [], stream=stream, background=request.background
+    )
