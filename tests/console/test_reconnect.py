@@ -97,7 +97,7 @@ def test_a_team_runs_lost_stream_is_joined_again_through_resume(console: Console
     broken, *rejoined = page.evaluate("window.streamed")
     got = sse.parse(broken)
     assert len(got) == KEPT
-    assert got[0].event == "TeamRunStarted"
+    assert got[0].name == "TeamRunStarted"
     session_id = got[0].data["session_id"]
     # once, after the last whole event it had (AgentOS counts them from 0)
     assert joins == [{"session_id": session_id, "last_event_index": got[-1].id - 1}]

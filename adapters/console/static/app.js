@@ -143,7 +143,7 @@ function renderSession(runId) {
       h(
         "p",
         { class: "meta" },
-        `Agent ${session.agent_id} · created `,
+        `${isTeam(session.agent_id) ? "Team" : "Agent"} ${session.agent_id} · created `,
         when(session.created_at),
         session.forked_from_session_id
           ? [" · fork of ", h("a", { href: href.session(session.forked_from_session_id) }, session.forked_from_session_id)]
@@ -285,9 +285,10 @@ function renderRun() {
   const resume = (body, { title, submit, errors }) =>
     stream({ title, events: api.continueRun(run.agent_id, run.run_id, body), submit, errors });
   const edits = selected === null ? null : editActions(run, selected, { fork: resume });
-  const nested = memberRuns(run.messages || [], members, {
+  const nested = memberRuns(run, members, {
     selected: state.member === null ? null : { memberRunId: state.member, at: state.at },
     select: (member, k) => selectAt(k, member.run_id),
+    fork: resume,
   });
   fill(
     $("run-title"),
@@ -408,7 +409,7 @@ function renderSnapshot(snap, owner) {
       ? h("p", { class: "meta" }, `Last message (${cp.message_role}): `, h("q", {}, cp.message_preview))
       : null,
     form,
-    owner ? null : h("p", { class: "meta" }, "Or change what came before it: the transcript's Edit buttons make a new run forked here with your edit."),
+    h("p", { class: "meta" }, "Or change what came before it: the transcript's Edit buttons make a new run forked here with your edit."),
   );
 }
 

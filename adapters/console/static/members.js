@@ -3,6 +3,7 @@
 
 import { api } from "./api.js";
 import { empty, h, shortId, statusBadge } from "./dom.js";
+import { editActions } from "./edits.js";
 import { transcript } from "./transcript.js";
 
 // The member runs a team run's timeline lists (under the checkpoint after their delegation,
@@ -22,19 +23,25 @@ export async function loadMembers(run, timeline) {
   return Promise.all(listed.map(async (member) => ({ ...member, run: await known(member) })));
 }
 
-// The team transcript's nested part: for the leader's message `index`, the member runs of
-// the delegation calls it makes. `selected` is {memberRunId, at} when a member's checkpoint
-// is, and `select(member, at)` selects one.
-export function memberRuns(messages, members, { selected, select }) {
+// The team transcript's nested part: for the team run's message `index`, the member runs of
+// the delegation calls it makes. `selected` is {memberRunId, at} when a member's boundary
+// is, `select(member, at)` selects one, and `fork(body, ...)` continues the team run (the
+// Edit buttons at a selected boundary fork the member's run with an edit).
+export function memberRuns(run, members, { selected, select, fork }) {
   const byCall = new Map(members.map((m) => [m.tool_call_id, m]));
+  const context = { teamRunId: run.run_id, selected, select, fork };
   return (index) =>
-    (messages[index].tool_calls || [])
+    (run.messages[index].tool_calls || [])
       .filter((call) => byCall.has(call.id))
-      .map((call) => memberRun(byCall.get(call.id), { selected, select }));
+      .map((call) => memberRun(byCall.get(call.id), context));
 }
 
-function memberRun(member, { selected, select }) {
+function memberRun(member, { teamRunId, selected, select, fork }) {
   const at = selected?.memberRunId === member.run_id ? selected.at : null;
+  const edits =
+    at === null || !member.run
+      ? null
+      : editActions(member.run, at, { fork: (body, how) => fork({ ...body, member_run_id: member.run_id }, how) });
   return h(
     "section",
     { class: "member-run", "aria-label": `Member ${member.agent_id}, run ${shortId(member.run_id)}`, dataset: { memberRunId: member.run_id } },
@@ -45,12 +52,14 @@ function memberRun(member, { selected, select }) {
       h("strong", {}, member.agent_id),
       h("code", { class: "run-id" }, shortId(member.run_id)),
       statusBadge(member.status),
+      // made by the team run this one was continued from, and kept as it was
+      member.parent_run_id === teamRunId ? null : h("span", { class: "tag" }, `inherited from run ${shortId(member.parent_run_id)}`),
       member.forked_from_run_id
         ? h("span", { class: "lineage" }, `forked from ${shortId(member.forked_from_run_id)} at message ${member.forked_from_message_index}`)
         : null,
     ),
     member.run?.messages?.length
-      ? transcript(member.run, member.checkpoints, { selected: at, select: (k) => select(member, k), owner: member.agent_id })
+      ? transcript(member.run, member.checkpoints, { selected: at, select: (k) => select(member, k), actions: edits, owner: member.agent_id })
       : empty("No messages of this member's run yet."),
   );
 }
