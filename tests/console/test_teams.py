@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -138,13 +139,25 @@ def test_a_team_run_is_a_tree_and_continues_from_a_members_checkpoint(
     assert_only_api_requests(console)
 
 
+def team_run(console: Console) -> dict[str, Any]:
+    """A finished run of `travel-team`, made through the API."""
+    body = {"message": QUESTION, "stream": False}
+    run: dict[str, Any] = httpx.post(f"{console.base_url}/teams/travel-team/runs", json=body).json()
+    return run
+
+
+def open_at_member(console: Console, run: dict[str, Any], agent_id: str, at: int) -> None:
+    """Opens the team run `run` in the console at boundary `at` of `agent_id`'s run."""
+    member = next(m for m in run["member_responses"] if m["agent_id"] == agent_id)
+    runs = f"#/sessions/{run['session_id']}/runs/{run['run_id']}"
+    console.open(f"{runs}/members/{member['run_id']}/at/{at}")
+
+
 def test_a_members_checkpoint_by_its_address_and_one_of_another_run(console: Console) -> None:
     page = console.page
-    body = {"message": QUESTION, "stream": False}
-    run = httpx.post(f"{console.base_url}/teams/travel-team/runs", json=body).json()
+    run = team_run(console)
     session_id, run_id = run["session_id"], run["run_id"]
-    member = next(m for m in run["member_responses"] if m["agent_id"] == "planner-agent")
-    console.open(f"#/sessions/{session_id}/runs/{run_id}/members/{member['run_id']}/at/5")
+    open_at_member(console, run, "planner-agent", 5)
     expect(page.locator("#inspector-title")).to_have_text(
         "Snapshot of planner-agent's run at message 5"
     )
@@ -154,8 +167,7 @@ def test_a_members_checkpoint_by_its_address_and_one_of_another_run(console: Con
     expect(button).to_have_attribute("aria-pressed", "true")
 
     # a member run of another team run is not this one's: the server's 404 says so
-    other = httpx.post(f"{console.base_url}/teams/travel-team/runs", json=body).json()
-    stranger = other["member_responses"][0]["run_id"]
+    stranger = team_run(console)["member_responses"][0]["run_id"]
     console.open(f"#/sessions/{session_id}/runs/{run_id}/members/{stranger}/at/3")
     alert = page.locator("#inspector [role=alert]")
     expect(alert).to_contain_text("Not found")
@@ -187,11 +199,9 @@ def test_a_team_run_a_members_call_paused_is_decided_and_resumes_both(console: C
 
 def test_a_members_result_edited_at_its_checkpoint_forks_the_team_run(console: Console) -> None:
     page = console.page
-    body = {"message": QUESTION, "stream": False}
-    run = httpx.post(f"{console.base_url}/teams/travel-team/runs", json=body).json()
-    session_id, source = run["session_id"], run["run_id"]
-    member = next(m for m in run["member_responses"] if m["agent_id"] == "travel-agent")
-    console.open(f"#/sessions/{session_id}/runs/{source}/members/{member['run_id']}/at/3")
+    run = team_run(console)
+    source = run["run_id"]
+    open_at_member(console, run, "travel-agent", 3)
     _, travel = member_section(page, "travel-agent")
     expect(travel.locator(".edit-button")).to_have_text(
         ["Edit message", "Edit arguments", "Edit result"]
