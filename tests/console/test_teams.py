@@ -220,3 +220,44 @@ def test_a_members_result_edited_at_its_checkpoint_forks_the_team_run(console: C
         "travel-agent: Here is what I found. Paris: 99M; Kyoto: 1.5M."
     )
     console.screenshot("member-result-edited")
+
+
+def test_two_team_runs_compared_and_a_team_session_forked(console: Console) -> None:
+    page = console.page
+    run = team_run(console)
+    session_id, source = run["session_id"], run["run_id"]
+    travel = next(m for m in run["member_responses"] if m["agent_id"] == "travel-agent")
+    body = {
+        "session_id": session_id,
+        "member_run_id": travel["run_id"],
+        "continue_from": 3,
+        "input": "Only Paris, please.",
+        "stream": False,
+    }
+    runs = f"{console.base_url}/teams/travel-team/runs"
+    fork = httpx.post(f"{runs}/{source}/continue", json=body, timeout=30).json()["run_id"]
+
+    console.open(f"#/sessions/{session_id}")
+    page.get_by_role("button", name="Compare").click()
+    page.wait_for_url(re.compile(rf"/compare/{source}/{fork}$"))
+    expect(page.get_by_role("list", name=f"Only in run {fork[:8]}")).to_contain_text(
+        "travel-agent: Here is what I found. Paris: 2.1M."
+    )
+    console.screenshot("team-runs-compared")
+
+    page.get_by_role("button", name="Fork session").click()
+    expect(page.locator("#session-body")).to_contain_text(f"fork of {session_id}")
+    expect(page.locator("#session-body")).to_contain_text("Team travel-team")
+    copied = page.locator("#session-body .tree-node")
+    expect(copied).to_have_count(2)
+    copied.first.click()
+    expect(page.locator(".lineage-line")).to_contain_text(
+        f"Copied by a session fork from run {source[:8]}"
+    )
+    # the copy's delegations still hold their members' runs, checkpoints and all
+    _, planner = member_section(page, "planner-agent")
+    expect(planner).to_contain_text("COMPLETED")
+    expect(
+        page.get_by_role("button", name=re.compile("^Checkpoint at message 5 of planner-agent "))
+    ).to_be_visible()
+    console.screenshot("team-session-forked")
