@@ -118,7 +118,7 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
         "/approvals", params={"run_id": booking.json()["run_id"]}, headers=ALPHA
     )
     alpha["approval_id"] = inbox.json()["data"][0]["id"]
-    alpha["job_id"] = alpha["run_id"]
+    alpha["job_id"] = alpha["member_run_id"] = alpha["run_id"]
     alpha["session_ids"] = [alpha["session_id"]]
     schedule = await client.post(
         "/schedules",
@@ -136,7 +136,7 @@ async def test_another_team_gets_nothing_of_a_session_from_any_operation(client:
         "schedule_id": str(uuid.uuid4()),
         "approval_id": str(uuid.uuid4()),
     }
-    missing["job_id"] = missing["run_id"]
+    missing["job_id"] = missing["member_run_id"] = missing["run_id"]
     missing["session_ids"] = [missing["session_id"]]
     before = [
         (await client.get(path, headers=ALPHA)).json()
