@@ -189,7 +189,8 @@ async function* frames(response, state) {
       if (parsed.data === null) continue; // a comment (keep-alive), or retry alone
       state.last = parsed.id;
       state.run ??= parsed.data;
-      state.ended = FINAL_EVENTS.has(parsed.event);
+      // the run's own last event, not a member run's (which a team run's stream relays)
+      state.ended = FINAL_EVENTS.has(parsed.event) && parsed.data.run_id === state.run.run_id;
       yield { id: parsed.id, event: parsed.event, data: parsed.data };
     }
   }

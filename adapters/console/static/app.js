@@ -487,13 +487,13 @@ async function stream({ title, events, submit, errors }) {
     for (let step = first; !step.done; step = await iterator.next()) {
       const message = step.value;
       live.event(message);
-      last = message.event;
       if (runId === null && message.data.run_id) {
         runId = message.data.run_id;
         sessionId = message.data.session_id;
         $("run-title").textContent = `Live run ${shortId(runId)}`;
         if (state.live === live) await refreshTree(sessionId, runId);
       }
+      if (message.data.run_id === runId) last = message.event; // not a member run's
     }
   } catch {
     // a network failure mid-stream: reported below as a lost stream

@@ -158,13 +158,28 @@ export function transcript(run, checkpoints, { selected, select, actions = null,
   return h("ol", { class: "transcript", "aria-label": owner ? `Transcript of ${owner}` : "Transcript" }, items);
 }
 
-// A stream as it comes: assistant text, tool calls and results, checkpoints, the end.
+// A stream as it comes: assistant text, tool calls and results, checkpoints, the end. A
+// team run's stream relays its members' events too (each with the team run's id as its
+// `parent_run_id`): each member run's are shown in a live view of their own, nested.
 export class LiveRun {
-  constructor(title) {
+  constructor(title, { nested = false } = {}) {
     this.items = h("ol", { class: "transcript live" });
-    this.announcer = h("p", { class: "live-status", role: "status", "aria-live": "polite" }, "Starting…");
+    // one status region for the whole stream: the team run's
+    this.announcer = h("p", nested ? { class: "live-status" } : { class: "live-status", role: "status", "aria-live": "polite" }, "Starting…");
     this.el = h("div", { class: "live-run", "aria-busy": "true" }, h("p", { class: "live-title" }, title), this.announcer, this.items);
     this.text = null;
+    this.nested = nested;
+    this.members = new Map(); // by member run id
+  }
+
+  member({ run_id, agent_id }) {
+    if (!this.members.has(run_id)) {
+      const member = new LiveRun(`${agent_id}, run ${run_id.slice(0, 8)}`, { nested: true });
+      this.members.set(run_id, member);
+      this.items.append(h("li", { class: "member-run" }, member.el));
+      this.text = null; // the team run's next words start a message of their own
+    }
+    return this.members.get(run_id);
   }
 
   say(text) {
@@ -179,6 +194,10 @@ export class LiveRun {
 
   // One event of the stream (a team run's named Team*); returns nothing, the view is the state.
   event({ event, data }) {
+    if (data.parent_run_id && !this.nested) {
+      this.member(data).event({ event, data });
+      return;
+    }
     switch (event.replace(/^Team/, "")) {
       case "RunStarted":
       case "RunContinued":
