@@ -14,6 +14,7 @@ from litestar import Response
 
 from runpoint.core.errors import NotFound
 from runpoint.facade import Runpoint
+from runpoint.reads import run_trees
 from runpoint.seams.crew import Crew
 
 from . import catalog_wire, runs, sse, wire
@@ -99,7 +100,10 @@ def _is_run(document: Any) -> bool:
 
 
 async def _team_run(rp: Runpoint, run: dict[str, Any]) -> dict[str, Any]:
-    members = await rp.storage.member_runs(run["run_id"])
+    # its members' runs, inherited ones (a fork's) included, in the order of its calls
+    crew_run = await rp.queries.run(run["run_id"])
+    messages = await rp.storage.read_messages(crew_run.segments, crew_run.message_count)
+    members = [m.run for m in await run_trees.members(rp.storage, crew_run, messages)]
     nested = [
         msgspec.json.decode(
             wire.encode(

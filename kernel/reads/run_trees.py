@@ -20,11 +20,12 @@ from runpoint.seams.storage import Storage
 
 class Member(msgspec.Struct):
     """A member run of a crew run: the leader's delegation `tool_call_id`, made in its
-    message `call_index` and answered in `result_index` (None while it has no answer)."""
+    message `call_index` (None while the turn that made it is not written: a batch is
+    written with its results) and answered in `result_index` (None while unanswered)."""
 
     run: Run
     tool_call_id: str
-    call_index: int
+    call_index: int | None
     result_index: int | None
 
 
@@ -50,12 +51,18 @@ async def members(storage: Storage, run: Run, messages: Sequence[Message]) -> li
         for member in await storage.member_runs(source):
             by_call[member.parent_tool_call_id or ""] = member
     answered = {m.tool_call_id: i for i, m in enumerate(messages) if m.role == "tool"}
-    return [
-        Member(by_call[call.id], call.id, index, answered.get(call.id))
+    found = [
+        Member(by_call.pop(call.id), call.id, index, answered.get(call.id))
         for index, message in enumerate(messages)
         if message.role == "assistant"
         for call in message.tool_calls or ()
         if call.id in by_call
+    ]
+    # its own delegations under way, whose turn is written with their results
+    return found + [
+        Member(m, call_id, None, None)
+        for call_id, m in by_call.items()
+        if m.parent_run_id == run.run_id
     ]
 
 

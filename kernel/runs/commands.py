@@ -31,6 +31,7 @@ from runpoint.core.types import (
 )
 from runpoint.durable import idempotency
 from runpoint.reads import continue_points
+from runpoint.runs import member_continue
 from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Continuation, ContinueRun
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
@@ -175,8 +176,13 @@ class Commands:
         self, request: ContinueRun, *, stream: bool = False, idempotency_key: str | None = None
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries (see
-        `runpoint.runs.continuation`)."""
-        start = partial(self.continuation.start, request, stream)
+        `runpoint.runs.continuation`), or from a crew run's member run's
+        (`runpoint.runs.member_continue`)."""
+        if request.member_run_id is msgspec.UNSET:
+            start = partial(self.continuation.start, request, stream)
+        else:
+            member = request.member_run_id
+            start = partial(member_continue.start, self.continuation, request, member, stream)
         if idempotency_key is None:
             return await start(None)
         operation = f"continue_run {request.agent_id} {request.run_id}"

@@ -25,7 +25,7 @@ from runpoint.core.types import (
 from runpoint.durable import idempotency
 from runpoint.reads import continue_points
 from runpoint.reads.continue_points import ContinueFrom
-from runpoint.runs import edits, member_continue, tool_calls
+from runpoint.runs import edits, tool_calls
 from runpoint.runs.context import RunContext
 from runpoint.runs.edits import EditRequest
 from runpoint.runs.executor import Executor, RunHandle
@@ -90,11 +90,6 @@ class Continuation:
         the tool_call_id of a paused call to a person's decision (`runpoint.core.types.Decision`):
         run it, with edited arguments perhaps; do not, saying why perhaps; or its result.
         """
-        if request.member_run_id is not msgspec.UNSET:
-            branch = Branch(input=request.input, edits=request.edits, model=request.model)
-            return await member_continue.start(
-                self, request, request.member_run_id, branch, stream, claim
-            )
         source = await self.source(request.run_id, request.session_id, request.agent_id)
         if request.expect is not None and source.status is not request.expect:
             raise Conflict(

@@ -15,32 +15,27 @@ the member's new answer.
 from __future__ import annotations
 
 from itertools import takewhile
-from typing import TYPE_CHECKING
 
 import msgspec
 
-from runpoint.core import transcript
-from runpoint.core.errors import InvalidRequest, NotFound
-from runpoint.core.types import KeyClaim, Run, Segment, new_id
+from runpoint.core.errors import Conflict, InvalidRequest, NotFound
+from runpoint.core.types import KeyClaim, new_id
 from runpoint.durable import idempotency
 from runpoint.reads import continue_points, run_trees
+from runpoint.runs.continuation import Branch, Continuation, ContinueRun
 from runpoint.runs.executor import RunHandle
 from runpoint.seams.crew import Crew, member_run_id
-
-if TYPE_CHECKING:
-    from runpoint.runs.continuation import Branch, Continuation, ContinueRun
 
 
 async def start(
     continuation: Continuation,
     request: ContinueRun,
     member: str,
-    branch: Branch,
     stream: bool,
     claim: KeyClaim | None,
 ) -> RunHandle:
-    """A new crew run and member run from `member` at `request.continue_from`, with
-    `branch` (the request's input, edits and model)."""
+    """A new crew run and member run from `member` at `request.continue_from`, with the
+    request's input, edits and model."""
     if request.tools or request.regenerate or request.replace_original is not None:
         raise InvalidRequest(
             "a continue from a member's checkpoint takes no tools, regenerate or replace_original"
@@ -50,34 +45,28 @@ async def start(
     crew = continuation.queries.agent(source.agent_id)
     if not isinstance(crew, Crew):
         raise NotFound(f"team run {source.run_id} not found")
+    branch = Branch(input=request.input, edits=request.edits, model=request.model)
     continuation.check(branch)
     found, messages = await run_trees.member(storage, source, member)
+    if found.call_index is None:
+        raise Conflict(
+            f"member run {member} is under way in a turn its team run has not written yet; "
+            "continue from it once the team run reaches its next boundary"
+        )
     agent = continuation.queries.agent(found.run.agent_id)
     index = await continue_points.named(storage, found.run, request.continue_from)
     index, _ = await continue_points.whole(storage, found.run, index)
 
-    crew_run_id = new_id()
     cut = found.call_index + 1  # the leader's messages up to the turn that delegated
     beside = [
         msgspec.structs.replace(m, id=new_id())
         for m in takewhile(lambda m: m.role == "tool", messages[cut:])
         if m.tool_call_id != found.tool_call_id
     ]
-    crew_run = Run(
-        run_id=crew_run_id,
-        session_id=source.session_id,
-        agent_id=source.agent_id,
-        team_id=source.team_id,
-        user_id=source.user_id,
-        input=source.input,
-        model=crew.model_name,
-        policy=crew.checkpoint,
-        segments=[*transcript.cut(source.segments, cut), Segment(crew_run_id, cut)],
-        message_count=cut + len(beside),
-        previous_run_id=source.previous_run_id,
-        forked_from_run_id=source.run_id,
-        forked_from_message_index=cut,
-    )
+    # a fork of the leader's run cut in that turn, with the results beside its own rows
+    crew_run, _, _ = await continuation.fork(crew, source, cut, Branch())
+    crew_run = msgspec.structs.replace(crew_run, message_count=cut + len(beside))
+    crew_run_id = crew_run.run_id
     forked, rows, _ = await continuation.fork(
         agent, found.run, index, branch, run_id=member_run_id(crew_run_id, found.tool_call_id)
     )

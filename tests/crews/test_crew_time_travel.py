@@ -5,15 +5,19 @@ that keep the member runs."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 import pytest
 
-from runpoint.core.errors import InvalidBoundary, InvalidRequest, NotFound
+from runpoint.core.errors import Conflict, InvalidBoundary, InvalidRequest, NotFound
 from runpoint.core.types import Run, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins import demo
 from runpoint.reads import run_trees
 from runpoint.runs.edits import ReplaceUserMessage
-from runpoint.seams.crew import member_run_id
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.crew import Crew, member_run_id
 from tests.conftest import OpenRunpoint
 
 
@@ -21,6 +25,16 @@ async def team_run(rp: Runpoint, message: str = "Paris and Kyoto") -> Run:
     run = await (await rp.create_run(CreateRun(agent_id="travel-team", message=message))).result()
     assert run.status is RunStatus.COMPLETED, run.error
     return run
+
+
+async def from_member(rp: Runpoint, run: Run, member: Run, **given: Any) -> Run:
+    """The team run a continue of `run` from its member run `member` made, once it stops."""
+    request = ContinueRun(
+        run_id=run.run_id, agent_id=run.agent_id, member_run_id=member.run_id, **given
+    )
+    new = await (await rp.continue_run(request)).result()
+    assert new.status is RunStatus.COMPLETED, new.error
+    return new
 
 
 async def members_by_agent(rp: Runpoint, run: Run) -> dict[str, Run]:
@@ -109,34 +123,14 @@ async def test_continue_from_a_members_checkpoint_with_edits_and_from_an_inherit
     rp = await open_runpoint(demo.agents)
     source = await team_run(rp, "Paris")
     travel = (await members_by_agent(rp, source))["travel-agent"]
-    first = await (
-        await rp.continue_run(
-            ContinueRun(
-                run_id=source.run_id,
-                agent_id="travel-team",
-                member_run_id=travel.run_id,
-                continue_from=1,
-                edits=[ReplaceUserMessage("Tokyo")],
-            )
-        )
-    ).result()
-    assert first.status is RunStatus.COMPLETED, first.error
+    first = await from_member(
+        rp, source, travel, continue_from=1, edits=[ReplaceUserMessage("Tokyo")]
+    )
     assert "travel-agent: Here is what I found. Tokyo: " in (first.content or "")
     assert "planner-agent: Here is what I found. Paris" in (first.content or "")
     # the planner's run the new team run inherited is addressed through it, and continued
     planner = (await members_by_agent(rp, source))["planner-agent"]
-    second = await (
-        await rp.continue_run(
-            ContinueRun(
-                run_id=first.run_id,
-                agent_id="travel-team",
-                member_run_id=planner.run_id,
-                continue_from="last_user",
-                input="Cairo",
-            )
-        )
-    ).result()
-    assert second.status is RunStatus.COMPLETED, second.error
+    second = await from_member(rp, first, planner, continue_from="last_user", input="Cairo")
     assert "travel-agent: Here is what I found. Tokyo" in (second.content or "")
     assert "planner-agent: Here is what I found. Cairo: Cairo is in the plan." in (
         second.content or ""
@@ -191,15 +185,76 @@ async def test_a_forked_team_session_keeps_its_member_runs(open_runpoint: OpenRu
     assert {m.member.run.run_id for m in under} == {m.run_id for m in copies.values()}
     # and a member of the copy is continued from, through the copy
     planner = copies["planner-agent"]
-    run = await (
-        await rp.continue_run(
-            ContinueRun(
-                run_id=copy.run_id,
-                agent_id="travel-team",
-                member_run_id=planner.run_id,
-                continue_from=3,
-            )
-        )
-    ).result()
-    assert run.status is RunStatus.COMPLETED, run.error
+    run = await from_member(rp, copy, planner, continue_from=3)
     assert run.session_id == forked.session_id
+
+
+RELEASE: list[asyncio.Event] = []
+
+
+@tool(effect="read")
+async def wait_at(city: str) -> str:
+    """Wait until the test lets it go.
+
+    Args:
+        city: The city.
+    """
+    await RELEASE[0].wait()
+    return f"{city}: reached"
+
+
+async def test_a_member_under_way_is_in_the_timeline_and_not_yet_continued_from(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    RELEASE[:] = [asyncio.Event()]
+    rp = await open_runpoint(
+        [
+            Agent(id="walker", model="scripted:demo", tools=[wait_at]),
+            Crew(id="walkers", model="scripted:lead", members=["walker"]),
+        ]
+    )
+    handle = await rp.create_run(CreateRun(agent_id="walkers", message="Paris"))
+    run = handle.run
+    for _ in range(500):  # until the member's run is under way
+        if members := await rp.storage.member_runs(run.run_id):
+            break
+        await asyncio.sleep(0.01)
+    [member] = members
+    tree = await run_trees.timeline(rp.storage, await rp.queries.run(run.run_id))
+    assert [m.member.run.run_id for m in tree.pending] == [member.run_id]
+    assert tree.pending[0].member.call_index is None  # the leader's turn is not written yet
+    with pytest.raises(Conflict, match="under way"):
+        await rp.continue_run(
+            ContinueRun(run_id=run.run_id, agent_id="walkers", member_run_id=member.run_id)
+        )
+    RELEASE[0].set()
+    done = await handle.result()
+    assert done.status is RunStatus.COMPLETED, done.error
+    tree = await run_trees.timeline(rp.storage, done)
+    assert tree.pending == []
+    assert [m.member.run.run_id for _, under in tree.checkpoints[:1] for m in under] == [
+        member.run_id
+    ]
+
+
+async def test_a_team_session_rolled_back_keeps_its_member_runs(
+    open_runpoint: OpenRunpoint,
+) -> None:
+    rp = await open_runpoint(demo.agents)
+    source = await team_run(rp, "Paris")
+    checkpoint = await rp.session_checkpoints.create(source.session_id)
+    await team_run_in(rp, source.session_id, "Kyoto")  # undone by the rollback
+    await rp.session_checkpoints.rollback(source.session_id, checkpoint.checkpoint_id)
+    [copy] = await rp.list_runs(source.session_id)
+    assert copy.forked_from_run_id == source.run_id
+    copies = await members_by_agent(rp, copy)
+    originals = await members_by_agent(rp, source)
+    assert {a: m.forked_from_run_id for a, m in copies.items()} == {
+        a: m.run_id for a, m in originals.items()
+    }
+    await from_member(rp, copy, copies["planner-agent"], continue_from=3)
+
+
+async def team_run_in(rp: Runpoint, session_id: str, message: str) -> Run:
+    request = CreateRun(agent_id="travel-team", message=message, session_id=session_id)
+    return await (await rp.create_run(request)).result()

@@ -118,7 +118,9 @@ async def test_a_team_run_travels_in_time_from_a_members_checkpoint(client: Clie
         "planner-agent: Here is what I found. Lima: Lima is in the plan.."
     )
     nested = {m["agent_id"]: m for m in new["member_responses"]}
-    assert list(nested) == ["planner-agent"]  # its own member run; the other is inherited
+    # the travel agent's run is inherited (the source's), the planner's its own
+    assert list(nested) == ["travel-agent", "planner-agent"]
+    assert nested["travel-agent"]["run_id"] == delegated[0]["run_id"]
     assert nested["planner-agent"]["forked_from_run_id"] == planner["run_id"]
     new_tree = await tree(client, new)
     under = new_tree["checkpoints"][0]["members"]
@@ -141,7 +143,7 @@ async def test_a_team_run_travels_in_time_from_a_members_checkpoint(client: Clie
     )
     assert diff.status_code == 200, diff.text
     assert diff.json()["common_message_index"] == 3
-    assert [m["message"]["content"] for m in diff.json()["messages"]["added"]][0] == "Lima too"
+    assert diff.json()["messages"]["added"][0]["message"]["content"] == "Lima too"
     leaders = await client.get(f"{base}/diff", params=params | {"other_run_id": new["run_id"]})
     assert leaders.status_code == 200, leaders.text
     assert leaders.json()["common_message_index"] == 2
