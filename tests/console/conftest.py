@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -85,3 +86,15 @@ def api_routes() -> list[tuple[str, re.Pattern[str]]]:
         for path, methods in paths.items()
         for method in methods
     ]
+
+
+def assert_only_api_requests(console: Console) -> None:
+    """The console is a client of the public API: every request it made is /ui or an
+    operation of the document."""
+    routes = api_routes()
+    for method, url in console.requests:
+        parts = urlsplit(url)
+        assert url.startswith(console.base_url), url
+        assert parts.path.startswith("/ui") or any(
+            method == m and pattern.match(parts.path) for m, pattern in routes
+        ), (method, url)

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from playwright.sync_api import Locator, Page, expect
 
-from .conftest import PHONE, Console, api_routes
+from .conftest import PHONE, Console, api_routes, assert_only_api_requests
 
 MESSAGE = "Compare the populations of Paris and Tokyo"
 CONTROLS = ("button", "link", "textbox", "combobox", "checkbox", "radio")
@@ -73,14 +73,7 @@ def test_start_a_run_open_a_snapshot_continue_and_see_the_fork(console: Console)
     page.set_viewport_size(PHONE)
     console.screenshot("fork-on-a-phone")
 
-    # the console is a client of the public API: every request is /ui or an operation
-    routes = api_routes()
-    for method, url in console.requests:
-        parts = urlsplit(url)
-        assert url.startswith(console.base_url), url
-        assert parts.path.startswith("/ui") or any(
-            method == m and pattern.match(parts.path) for m, pattern in routes
-        ), (method, url)
+    assert_only_api_requests(console)
 
 
 def unnamed_controls(page: Page) -> list[str]:

@@ -12,8 +12,10 @@ export class ApiError extends Error {
   }
 }
 
-// The events after which a run's stream ends (openapi RunEventMessage).
-export const FINAL_EVENTS = new Set(["RunCompleted", "RunPaused", "RunCancelled", "RunError"]);
+// The events after which a run's stream ends (openapi RunEventMessage); a team run's are
+// named Team* (TeamRunCompleted, ...), as AgentOS names a team's.
+const FINAL = ["RunCompleted", "RunPaused", "RunCancelled", "RunError"];
+export const FINAL_EVENTS = new Set([...FINAL, ...FINAL.map((e) => `Team${e}`)]);
 
 // Where the API is: the folder above the console's, whatever prefix runpoint is mounted
 // under (this module is {prefix}/ui/api.js), so every call below names a path from there.
@@ -68,19 +70,32 @@ const post = (body, accept = "application/json") => ({
   body: JSON.stringify(body),
 });
 
+// The teams of agents the server runs (GET /teams), by id: a team's runs are served under
+// /teams/{team_id}, an agent's under /agents/{agent_id}, with the same operations.
+const teams = new Set();
+export const isTeam = (id) => teams.has(id);
+const runner = (id) => (isTeam(id) ? path`/teams/${id}` : path`/agents/${id}`);
+
 export const api = {
   agents: () => json("/agents"),
+  teams: async () => {
+    const found = await json("/teams");
+    for (const team of found) teams.add(team.id);
+    return found;
+  },
   sessions: (limit = 100) => json(`/sessions?limit=${limit}`),
   session: (sessionId) => json(path`/sessions/${sessionId}`),
   sessionRuns: (sessionId) => json(path`/sessions/${sessionId}/runs`),
   run: (agentId, runId, sessionId) =>
-    json(path`/agents/${agentId}/runs/${runId}?session_id=${sessionId}`),
+    json(runner(agentId) + path`/runs/${runId}?session_id=${sessionId}`),
   timeline: (agentId, runId, sessionId) =>
-    json(path`/agents/${agentId}/runs/${runId}/checkpoints?session_id=${sessionId}`),
+    json(runner(agentId) + path`/runs/${runId}/checkpoints?session_id=${sessionId}`),
   snapshot: (agentId, runId, sessionId, index) =>
-    json(path`/agents/${agentId}/runs/${runId}/checkpoints/${index}?session_id=${sessionId}`),
+    json(runner(agentId) + path`/runs/${runId}/checkpoints/${index}?session_id=${sessionId}`),
+  memberSnapshot: (teamId, runId, memberRunId, index, sessionId) =>
+    json(path`/teams/${teamId}/runs/${runId}/members/${memberRunId}/checkpoints/${index}?session_id=${sessionId}`),
   diff: (agentId, runId, sessionId, otherRunId) =>
-    json(path`/agents/${agentId}/runs/${runId}/diff?session_id=${sessionId}&other_run_id=${otherRunId}`),
+    json(runner(agentId) + path`/runs/${runId}/diff?session_id=${sessionId}&other_run_id=${otherRunId}`),
   approvals: () => json("/approvals?status=pending&limit=100"),
   resolveApproval: (approvalId, body) => json(path`/approvals/${approvalId}/resolve`, post(body)),
   schedules: () => json("/schedules?limit=1000"),
@@ -91,14 +106,14 @@ export const api = {
     json(path`/schedules/${scheduleId}/trigger`, { method: "POST", headers: { "Idempotency-Key": key } }),
   scheduleRuns: (scheduleId, limit = 5) => json(path`/schedules/${scheduleId}/runs?limit=${limit}`),
   forkSession: (agentId, sessionId) =>
-    json(path`/agents/${agentId}/sessions/${sessionId}/fork`, { method: "POST" }),
+    json(runner(agentId) + path`/sessions/${sessionId}/fork`, { method: "POST" }),
 
   // Streams: POST with stream=true, read as Server-Sent Events (EventSource cannot POST);
   // events=all asks for runpoint's own events (CheckpointCreated) too.
   createRun: (agentId, body, signal) =>
-    events(path`/agents/${agentId}/runs?events=all`, body, signal),
+    events(runner(agentId) + "/runs?events=all", body, signal),
   continueRun: (agentId, runId, body, signal) =>
-    events(path`/agents/${agentId}/runs/${runId}/continue?events=all`, body, signal),
+    events(runner(agentId) + path`/runs/${runId}/continue?events=all`, body, signal),
 };
 
 // How often a lost stream is joined again, one after another, before it counts as lost.
@@ -106,7 +121,7 @@ const RECONNECTS = 5;
 
 // Yields {id, event, data} for each Server-Sent Event of a run. A refused request throws
 // before the first event (the server validates before it streams). A stream lost before
-// the run stopped is joined again (GET .../events) from the id of the last event it gave:
+// the run stopped is joined again (see `rejoin`) from the id of the last event it gave:
 // the server sends what came after it, so no event is missed or given twice.
 async function* events(url, body, signal) {
   let response = await send(url, { ...post({ ...body, stream: true }, "text/event-stream"), signal });
@@ -132,10 +147,8 @@ async function* events(url, body, signal) {
     failures = gave ? 1 : failures + 1;
     if (failures > RECONNECTS) throw new ApiError(0, "The stream was lost.", "NETWORK_ERROR", null);
     await new Promise((resolve) => setTimeout(resolve, state.retry));
-    const { agent_id, run_id, session_id } = state.run;
-    const join = path`/agents/${agent_id}/runs/${run_id}/events?session_id=${session_id}&events=all`;
     try {
-      response = await send(join, { headers: { Accept: "text/event-stream", "Last-Event-ID": state.last }, signal });
+      response = await send(...rejoin(state, signal));
       rejoined = true;
     } catch (error) {
       if (signal?.aborted || (error.status >= 400 && error.status < 500)) throw error; // refused
@@ -143,6 +156,20 @@ async function* events(url, body, signal) {
       response = null;
     }
   }
+}
+
+// The request that joins a run's stream again after the event `state.last`: an agent run's
+// GET .../events with Last-Event-ID; a team run's (its events name a team_id) AgentOS's
+// POST .../resume, which counts events from 0 where ids count from 1.
+function rejoin(state, signal) {
+  const { agent_id, team_id, run_id, session_id } = state.run;
+  const headers = { Accept: "text/event-stream" };
+  if (team_id) {
+    const body = { session_id, last_event_index: Number(state.last) - 1 };
+    return [path`/teams/${team_id}/runs/${run_id}/resume?events=all`, { ...post(body, headers.Accept), signal }];
+  }
+  const url = path`/agents/${agent_id}/runs/${run_id}/events?session_id=${session_id}&events=all`;
+  return [url, { headers: { ...headers, "Last-Event-ID": state.last }, signal }];
 }
 
 // The events of one response, keeping in `state` the server's retry time, the last id,
@@ -162,7 +189,8 @@ async function* frames(response, state) {
       if (parsed.data === null) continue; // a comment (keep-alive), or retry alone
       state.last = parsed.id;
       state.run ??= parsed.data;
-      state.ended = FINAL_EVENTS.has(parsed.event);
+      // the run's own last event, not a member run's (which a team run's stream relays)
+      state.ended = FINAL_EVENTS.has(parsed.event) && parsed.data.run_id === state.run.run_id;
       yield { id: parsed.id, event: parsed.event, data: parsed.data };
     }
   }

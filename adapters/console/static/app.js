@@ -1,25 +1,26 @@
 // The console: routes (#/sessions/{id}/runs/{id}/at/{k}), panels, and the streams it starts.
 // Every datum comes from the public HTTP API (api.js).
 
-import { api, ApiError, FINAL_EVENTS } from "./api.js";
+import { api, ApiError, FINAL_EVENTS, isTeam } from "./api.js";
 import { compareForm, diffView } from "./compare.js";
 import { setUpSignOut } from "./credentials.js";
 import { decisionForm } from "./decisions.js";
 import { empty, errorBox, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
 import { editActions } from "./edits.js";
 import { loadInbox } from "./inbox.js";
+import { loadMembers, memberRuns } from "./members.js";
 import { checkpointLabel, LiveRun, timelineStrip, transcript } from "./transcript.js";
 import { lineageText, renderRunTree, renderSessions, runForest } from "./tree.js";
 
 const $ = (id) => document.getElementById(id);
 
 const state = {
-  agents: [],
   sessions: null, // the sessions list once loaded
   sessionId: null,
   session: null, // {session, runs} once loaded
-  run: null, // {run, checkpoints} once loaded
+  run: null, // {run, checkpoints, members} once loaded (members: a team run's, else [])
   at: null, // the selected boundary
+  member: null, // the member run (of a team run) whose boundary `at` is, if one is
   live: null, // the LiveRun being streamed
 };
 
@@ -27,19 +28,24 @@ const state = {
 
 const href = {
   session: (sessionId) => `#/sessions/${encodeURIComponent(sessionId)}`,
-  run: (sessionId, runId, at = null) =>
-    `${href.session(sessionId)}/runs/${encodeURIComponent(runId)}${at === null ? "" : `/at/${at}`}`,
+  // a boundary of the run, or of one of its member runs (a team run's)
+  run: (sessionId, runId, at = null, member = null) =>
+    `${href.session(sessionId)}/runs/${encodeURIComponent(runId)}` +
+    `${member === null ? "" : `/members/${encodeURIComponent(member)}`}${at === null ? "" : `/at/${at}`}`,
   compare: (sessionId, a, b) =>
     `${href.session(sessionId)}/compare/${encodeURIComponent(a)}/${encodeURIComponent(b)}`,
 };
 
 function parseRoute() {
   const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const route = { sessionId: null, runId: null, at: null, compare: null };
+  const route = { sessionId: null, runId: null, at: null, member: null, compare: null };
   if (parts[0] === "sessions" && parts[1]) route.sessionId = parts[1];
   if (parts[2] === "runs" && parts[3]) route.runId = parts[3];
   if (parts[2] === "compare" && parts[3] && parts[4]) route.compare = [parts[3], parts[4]];
-  if (parts[4] === "at" && /^\d+$/.test(parts[5] || "")) route.at = Number(parts[5]);
+  let rest = parts.slice(4);
+  if (rest[0] === "members" && rest[1]) [route.member, rest] = [rest[1], rest.slice(2)];
+  if (rest[0] === "at" && /^\d+$/.test(rest[1] || "")) route.at = Number(rest[1]);
+  else route.member = null; // a member run is shown at one of its boundaries only
   return route;
 }
 
@@ -53,7 +59,7 @@ function go(url, focus, reload = false) {
 }
 
 async function route() {
-  const { sessionId, runId, at, compare } = parseRoute();
+  const { sessionId, runId, at, member, compare } = parseRoute();
   const { focus, reload } = after;
   after = {};
   state.live = null; // a stream still going on keeps going, but no longer owns the run panel
@@ -68,7 +74,7 @@ async function route() {
   } else if (reload || state.run?.run.run_id !== runId) {
     await showRun(sessionId, runId);
   }
-  await select(at);
+  await select(at, member);
   renderSessionList();
   if (focus) $(focus)?.focus();
 }
@@ -137,7 +143,7 @@ function renderSession(runId) {
       h(
         "p",
         { class: "meta" },
-        `Agent ${session.agent_id} · created `,
+        `${isTeam(session.agent_id) ? "Team" : "Agent"} ${session.agent_id} · created `,
         when(session.created_at),
         session.forked_from_session_id
           ? [" · fork of ", h("a", { href: href.session(session.forked_from_session_id) }, session.forked_from_session_id)]
@@ -236,7 +242,8 @@ async function showRun(sessionId, runId) {
       api.run(agentId, runId, sessionId),
       api.timeline(agentId, runId, sessionId),
     ]);
-    state.run = { run, checkpoints: timeline.checkpoints };
+    const members = isTeam(agentId) ? await loadMembers(run, timeline) : [];
+    state.run = { run, checkpoints: timeline.checkpoints, members };
   } catch (error) {
     fill(body, errorBox(error, { title: error.status === 404 ? "Unknown run" : null, retry: () => go(location.hash, null, true) }));
     showNoSnapshot();
@@ -267,14 +274,22 @@ function lineage(run) {
 }
 
 function renderRun() {
-  const { run, checkpoints } = state.run;
-  const selected = state.at;
-  const selectAt = (k) => go(href.run(run.session_id, run.run_id, k), "inspector-title");
+  const { run, checkpoints, members } = state.run;
+  const selected = state.member === null ? state.at : null;
+  const selectAt = (k, member = null) => go(href.run(run.session_id, run.run_id, k, member), "inspector-title");
   const waits = (t) => t.result === null && (t.requires_confirmation || t.in_doubt);
-  const deciding = run.status === "PAUSED" ? (run.tools || []).filter(waits) : [];
+  // a team run pauses for the calls its member runs wait on
+  const deciding = [run, ...members.map((m) => m.run)]
+    .flatMap((r) => (r?.status === "PAUSED" ? (r.tools || []).filter(waits) : []));
   // continue the run as a person says: with decisions in place, or with edits in a fork
   const resume = (body, { title, submit, errors }) =>
     stream({ title, events: api.continueRun(run.agent_id, run.run_id, body), submit, errors });
+  const edits = selected === null ? null : editActions(run, selected, { fork: resume });
+  const nested = memberRuns(run, members, {
+    selected: state.member === null ? null : { memberRunId: state.member, at: state.at },
+    select: (member, k) => selectAt(k, member.run_id),
+    fork: resume,
+  });
   fill(
     $("run-title"),
     `Run ${shortId(run.run_id)} `,
@@ -287,7 +302,7 @@ function renderRun() {
       "dl",
       { class: "facts" },
       fact("Input", run.run_input || "—", "wide"),
-      fact("Agent", run.agent_id),
+      fact(run.team_id ? "Team" : "Agent", run.agent_id),
       fact("Model", run.model || "—"),
       fact("Started", when(run.created_at)),
       fact("Messages", String(run.message_count)),
@@ -309,7 +324,7 @@ function renderRun() {
       ? transcript(run, checkpoints, {
           selected,
           select: selectAt,
-          actions: selected === null ? null : editActions(run, selected, { fork: resume }),
+          actions: (i) => [...(edits ? edits(i) : []), ...nested(i)],
         })
       : empty("No messages yet."),
   );
@@ -335,9 +350,10 @@ function showNoSnapshot() {
   );
 }
 
-async function select(at) {
-  if (state.at !== at) {
-    state.at = at;
+// Selects boundary `at` of the run, or of its member run `member` (a team run's).
+async function select(at, member = null) {
+  if (state.at !== at || state.member !== member) {
+    [state.at, state.member] = [at, member];
     if (state.run) renderRun();
   }
   if (!state.run) return;
@@ -345,26 +361,33 @@ async function select(at) {
     showNoSnapshot();
     return;
   }
-  const { run } = state.run;
-  $("inspector-title").textContent = `Snapshot at message ${at}`;
+  const { run, members } = state.run;
+  // one the timeline does not list is the server's to refuse
+  const owner = member === null ? null : members.find((m) => m.run_id === member) || { run_id: member, agent_id: shortId(member) };
+  $("inspector-title").textContent = snapshotTitle(at, owner);
   const body = fill($("inspector-body"), loading("Loading the snapshot…"));
   let snap;
   try {
-    snap = await api.snapshot(run.agent_id, run.run_id, run.session_id, at);
+    snap = owner
+      ? await api.memberSnapshot(run.team_id, run.run_id, owner.run_id, at, run.session_id)
+      : await api.snapshot(run.agent_id, run.run_id, run.session_id, at);
   } catch (error) {
-    fill(body, errorBox(error, { retry: () => select(at) }));
+    fill(body, errorBox(error, { retry: () => select(at, member) }));
     return;
   }
-  if (state.at !== at || state.run?.run.run_id !== run.run_id) return; // moved on meanwhile
-  renderSnapshot(snap);
+  if (state.at !== at || state.member !== member || state.run?.run.run_id !== run.run_id) return; // moved on meanwhile
+  renderSnapshot(snap, owner);
 }
 
-function renderSnapshot(snap) {
+const snapshotTitle = (at, owner) => `Snapshot${owner ? ` of ${owner.agent_id}'s run` : ""} at message ${at}`;
+
+// A snapshot of the run, or of its member run `owner` (a team run's).
+function renderSnapshot(snap, owner) {
   const { run } = state.run;
   const s = snap.snapshot;
   const cp = snap.checkpoint;
-  $("inspector-title").textContent = `Snapshot at message ${snap.message_index}`;
-  const form = continueForm(run, snap.message_index);
+  $("inspector-title").textContent = snapshotTitle(snap.message_index, owner);
+  const form = continueForm(run, snap.message_index, owner);
   fill(
     $("inspector-body"),
     snap.message_index !== snap.requested_message_index
@@ -390,16 +413,28 @@ function renderSnapshot(snap) {
   );
 }
 
-function continueForm(run, at) {
+// Continue the run from boundary `at`, or from boundary `at` of its member run `owner`: a
+// new team run then holds the leader's messages up to that member's delegation, and a
+// fork of the member's run answers it.
+function continueForm(run, at, owner) {
   const errors = h("div", { class: "form-errors" });
   const input = h("textarea", { id: "continue-input", name: "input", rows: "3", required: true, placeholder: "e.g. Only Paris, please." });
-  const model = h("input", { id: "continue-model", name: "model", autocomplete: "off", spellcheck: "false", placeholder: run.model || "" });
+  const model = h("input", { id: "continue-model", name: "model", autocomplete: "off", spellcheck: "false", placeholder: (owner ? owner.run?.model : run.model) || "" });
   const submit = h("button", { type: "submit", class: "primary" }, "Continue from here");
+  const whose = owner ? `${owner.agent_id}'s ` : "";
   const form = h(
     "form",
     { class: "stack continue-form", "aria-labelledby": "continue-title" },
-    h("h3", { id: "continue-title", class: "section-title" }, `Continue from message ${at}`),
-    h("p", { class: "meta" }, at < run.message_count ? "Makes a new run forked here; this run stays as it is." : "Continues after the end of this run."),
+    h("h3", { id: "continue-title", class: "section-title" }, `Continue ${owner ? `${whose}run ` : ""}from message ${at}`),
+    h(
+      "p",
+      { class: "meta" },
+      owner
+        ? `Makes a new team run in which ${whose}run goes on from here, and the leader then from its new answer; this run stays as it is.`
+        : at < run.message_count
+          ? "Makes a new run forked here; this run stays as it is."
+          : "Continues after the end of this run.",
+    ),
     h("label", { for: "continue-input" }, "New input"),
     input,
     h("label", { for: "continue-model" }, "Model ", h("span", { class: "hint" }, "(optional; blank keeps the run's model)")),
@@ -410,9 +445,10 @@ function continueForm(run, at) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const body = { session_id: run.session_id, continue_from: at, input: input.value };
+    if (owner) body.member_run_id = owner.run_id;
     if (model.value.trim()) body.model = model.value.trim();
     await stream({
-      title: `Continuing run ${shortId(run.run_id)} from message ${at}`,
+      title: `Continuing run ${shortId(run.run_id)} from ${whose}message ${at}`,
       events: api.continueRun(run.agent_id, run.run_id, body),
       submit,
       errors,
@@ -451,13 +487,13 @@ async function stream({ title, events, submit, errors }) {
     for (let step = first; !step.done; step = await iterator.next()) {
       const message = step.value;
       live.event(message);
-      last = message.event;
       if (runId === null && message.data.run_id) {
         runId = message.data.run_id;
         sessionId = message.data.session_id;
         $("run-title").textContent = `Live run ${shortId(runId)}`;
         if (state.live === live) await refreshTree(sessionId, runId);
       }
+      if (message.data.run_id === runId) last = message.event; // not a member run's
     }
   } catch {
     // a network failure mid-stream: reported below as a lost stream
@@ -502,11 +538,15 @@ async function refreshTree(sessionId, runId) {
 
 // -- start a run ------------------------------------------------------------------------
 
+// The agents and the teams of agents a run can be started on (teams too: the routes of a
+// team's runs are known once its id is).
 async function loadAgents() {
   const select = $("new-run-agent");
   const status = $("server-status");
+  let agents;
+  let teams;
   try {
-    state.agents = await api.agents();
+    [agents, teams] = await Promise.all([api.agents(), api.teams()]);
     status.className = "server-status ok";
     status.textContent = `Connected to ${location.host}`;
   } catch (error) {
@@ -514,7 +554,12 @@ async function loadAgents() {
     status.textContent = error.message;
     return;
   }
-  fill(select, state.agents.map((a) => h("option", { value: a.id }, a.name ? `${a.name} (${a.id})` : a.id)));
+  const options = (list) => list.map((a) => h("option", { value: a.id }, a.name ? `${a.name} (${a.id})` : a.id));
+  fill(
+    select,
+    h("optgroup", { label: "Agents" }, options(agents)),
+    teams.length ? h("optgroup", { label: "Teams" }, options(teams)) : null,
+  );
 }
 
 function setUpNewRun() {

@@ -69,11 +69,13 @@ export function messageItem(msg, index, { inherited, after }) {
   );
 }
 
-export function checkpointLabel(cp) {
-  return `Checkpoint at message ${cp.message_index}`;
+// A checkpoint's name; `owner` names the run it is in when it is not the one shown (a team
+// member's run nested in its team run's transcript).
+export function checkpointLabel(cp, owner = null) {
+  return `Checkpoint at message ${cp.message_index}${owner ? ` of ${owner}` : ""}`;
 }
 
-function checkpointMark(cp, { selected, select }) {
+function checkpointMark(cp, { selected, select, owner }) {
   return h(
     "li",
     { class: `boundary${selected ? " selected" : ""}`, dataset: { boundary: cp.message_index } },
@@ -83,7 +85,7 @@ function checkpointMark(cp, { selected, select }) {
         type: "button",
         class: "boundary-button",
         "aria-pressed": selected ? "true" : "false",
-        "aria-label": `${checkpointLabel(cp)} (${cp.reason}, ${cp.status})`,
+        "aria-label": `${checkpointLabel(cp, owner)} (${cp.reason}, ${cp.status})`,
         onclick: () => select(cp.message_index),
       },
       h("span", { class: "boundary-dot", "aria-hidden": "true" }),
@@ -135,15 +137,16 @@ export function timelineStrip(run, checkpoints, { selected, select }) {
 }
 
 // Messages in order, with a checkpoint mark at each boundary k (after message k-1);
-// `actions(index)` gives the controls a message offers (its Edit buttons), if any.
-export function transcript(run, checkpoints, { selected, select, actions = null }) {
+// `actions(index)` gives what a message holds besides itself (its Edit buttons, the runs of
+// the members it delegated to), if anything; `owner` names the run if it is nested.
+export function transcript(run, checkpoints, { selected, select, actions = null, owner = null }) {
   const marks = new Map(checkpoints.map((cp) => [cp.message_index, cp]));
   const forkAt = run.forked_from_run_id && !run.forked_from_session_id ? run.forked_from_message_index : null;
   const items = [];
   const messages = run.messages || [];
   const boundary = (k) => {
     if (k === forkAt) items.push(forkMark(run));
-    if (marks.has(k)) items.push(checkpointMark(marks.get(k), { selected: selected === k, select }));
+    if (marks.has(k)) items.push(checkpointMark(marks.get(k), { selected: selected === k, select, owner }));
   };
   messages.forEach((msg, i) => {
     boundary(i);
@@ -152,16 +155,31 @@ export function transcript(run, checkpoints, { selected, select, actions = null 
     items.push(item);
   });
   boundary(messages.length);
-  return h("ol", { class: "transcript", "aria-label": "Transcript" }, items);
+  return h("ol", { class: "transcript", "aria-label": owner ? `Transcript of ${owner}` : "Transcript" }, items);
 }
 
-// A stream as it comes: assistant text, tool calls and results, checkpoints, the end.
+// A stream as it comes: assistant text, tool calls and results, checkpoints, the end. A
+// team run's stream relays its members' events too (each with the team run's id as its
+// `parent_run_id`): each member run's are shown in a live view of their own, nested.
 export class LiveRun {
-  constructor(title) {
+  constructor(title, { nested = false } = {}) {
     this.items = h("ol", { class: "transcript live" });
-    this.announcer = h("p", { class: "live-status", role: "status", "aria-live": "polite" }, "Starting…");
+    // one status region for the whole stream: the team run's
+    this.announcer = h("p", nested ? { class: "live-status" } : { class: "live-status", role: "status", "aria-live": "polite" }, "Starting…");
     this.el = h("div", { class: "live-run", "aria-busy": "true" }, h("p", { class: "live-title" }, title), this.announcer, this.items);
     this.text = null;
+    this.nested = nested;
+    this.members = new Map(); // by member run id
+  }
+
+  member({ run_id, agent_id }) {
+    if (!this.members.has(run_id)) {
+      const member = new LiveRun(`${agent_id}, run ${run_id.slice(0, 8)}`, { nested: true });
+      this.members.set(run_id, member);
+      this.items.append(h("li", { class: "member-run" }, member.el));
+      this.text = null; // the team run's next words start a message of their own
+    }
+    return this.members.get(run_id);
   }
 
   say(text) {
@@ -174,12 +192,16 @@ export class LiveRun {
     return item;
   }
 
-  // One event of the stream; returns nothing, the view is the state.
+  // One event of the stream (a team run's named Team*); returns nothing, the view is the state.
   event({ event, data }) {
-    switch (event) {
+    if (data.parent_run_id && !this.nested) {
+      this.member(data).event({ event, data });
+      return;
+    }
+    switch (event.replace(/^Team/, "")) {
       case "RunStarted":
       case "RunContinued":
-        this.say(`Run ${data.run_id.slice(0, 8)} ${event === "RunStarted" ? "started" : "continued"} on ${data.model}.`);
+        this.say(`Run ${data.run_id.slice(0, 8)} ${event.endsWith("RunStarted") ? "started" : "continued"} on ${data.model}.`);
         break;
       case "RunContent":
         if (!this.text) {
