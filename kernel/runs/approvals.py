@@ -204,8 +204,16 @@ class Approvals:
 
     async def _continue(self, approval: Approval, decided: dict[str, Decision]) -> ContinueRun:
         run_id, session_id, agent_id = await self._deciding(approval)
+        # a member's calls are decided through its crew run, named: a call id is unique
+        # only within its own run
+        member = msgspec.UNSET if run_id == approval.run_id else approval.run_id
         return ContinueRun(
-            run_id=run_id, session_id=session_id, agent_id=agent_id, tools=decided, background=True
+            run_id=run_id,
+            session_id=session_id,
+            agent_id=agent_id,
+            tools=decided,
+            background=True,
+            member_run_id=member,
         )
 
     async def _deciding(self, approval: Approval) -> tuple[str, str, str]:

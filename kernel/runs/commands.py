@@ -177,8 +177,8 @@ class Commands:
     ) -> RunHandle:
         """Resume a run in place, or start a new run from one of its boundaries (see
         `runpoint.runs.continuation`), or from a crew run's member run's
-        (`runpoint.runs.member_continue`)."""
-        if request.member_run_id is msgspec.UNSET:
+        (`runpoint.runs.member_continue`; with `tools`, the member run they decide)."""
+        if request.member_run_id is msgspec.UNSET or request.tools:
             start = partial(self.continuation.start, request, stream)
         else:
             member = request.member_run_id

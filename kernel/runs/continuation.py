@@ -111,7 +111,8 @@ class Continuation:
         index, last_turn = await continue_points.whole(self.storage, source, index)
         if request.tools and in_place and source.status is RunStatus.PAUSED and source_is_crew:
             # a crew run waits on its members' calls: the decisions are theirs
-            await self.executor.crews.pass_decisions(source, request.tools)
+            member = None if request.member_run_id is msgspec.UNSET else request.member_run_id
+            await self.executor.crews.pass_decisions(source, request.tools, member)
             request = msgspec.structs.replace(request, tools=None)
         if request.tools and not (in_place and source.status is RunStatus.PAUSED):
             if source.status in IN_FLIGHT:  # another continue of the paused run won the race

@@ -12,6 +12,7 @@ and none runs a finished tool call again.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -125,20 +126,31 @@ class Crews:
             for c in transcript.unanswered_calls(messages)
         ]
 
-    async def pass_decisions(self, crew_run: Run, decisions: Mapping[str, Decision]) -> None:
-        """A person's decisions on the calls the crew run's paused members wait on, given
-        to each member run (with the continue of the crew run they resume it, read as any
-        run's decisions are). InvalidRequest if one names no such call."""
-        left = dict(decisions)
+    async def pass_decisions(
+        self, crew_run: Run, decisions: Mapping[str, Decision], member: str | None
+    ) -> None:
+        """A person's decisions on the calls the crew run's paused members (or only
+        `member`) wait on, given to each member run (with the continue of the crew run they
+        resume it, read as any run's decisions are). A call id is unique only within its
+        run: one paused in several members must name its `member`. InvalidRequest if one
+        names no such call, or more than one."""
+        paused = []
         for run in await self.storage.member_runs(crew_run.run_id):
-            if run.status is not RunStatus.PAUSED:
-                continue
-            messages = await self.storage.read_messages(run.segments, run.message_count)
-            pending = transcript.unanswered_calls(messages)
+            if run.status is RunStatus.PAUSED and member in (None, run.run_id):
+                messages = await self.storage.read_messages(run.segments, run.message_count)
+                paused.append((run, transcript.unanswered_calls(messages)))
+        named = Counter(c.id for _, pending in paused for c in pending if c.id in decisions)
+        if shared := sorted(i for i, n in named.items() if n > 1):
+            raise InvalidRequest(
+                f"the tool call id(s) {shared} are paused in more than one member run: "
+                "decide each member's with its member_run_id"
+            )
+        left = dict(decisions)
+        for run, pending in paused:
             mine = {c.id: left.pop(c.id) for c in pending if c.id in left}
             if mine:
-                member = self.queries.agent(run.agent_id)
-                run.continue_with(0, tool_calls.checked(member, pending, mine), None)
+                agent = self.queries.agent(run.agent_id)
+                run.continue_with(0, tool_calls.checked(agent, pending, mine), None)
                 await self.storage.save(run, [], None)
         if left:
             raise InvalidRequest(f"no paused tool call has the id(s) {sorted(left)}")

@@ -36,9 +36,9 @@ async def start(
 ) -> RunHandle:
     """A new crew run and member run from `member` at `request.continue_from`, with the
     request's input, edits and model."""
-    if request.tools or request.regenerate or request.replace_original is not None:
+    if request.regenerate or request.replace_original is not None:
         raise InvalidRequest(
-            "a continue from a member's checkpoint takes no tools, regenerate or replace_original"
+            "a continue from a member's checkpoint takes no regenerate or replace_original"
         )
     storage = continuation.storage
     source = await continuation.source(request.run_id, request.session_id, request.agent_id)

@@ -21,6 +21,7 @@ from tests.http.sse import parse
 
 Client = AsyncTestClient[RunpointApp]
 TEAM = "/teams/booking-team/runs"
+FORM = {"stream": "false"}
 BOOKED = "The team says: booking-agent: Here is what I found. Paris: Booked a trip to Paris.."
 
 
@@ -39,6 +40,9 @@ async def client(database: str) -> AsyncIterator[Client]:
         ),
         # one member pauses at once, the other takes a while
         Crew(id="mixed-team", model="scripted:lead", members=["booking-agent", "slow-agent"]),
+        # both members pause on a call of the same id (the scripted model numbers its calls)
+        Agent(id="booking-twin", model="scripted:demo", tools=[demo.book_trip]),
+        Crew(id="twin-team", model="scripted:lead", members=["booking-agent", "booking-twin"]),
     ]
     async with AsyncTestClient(create_app(agents, database=database)) as client:
         yield client
@@ -127,3 +131,44 @@ async def test_a_members_approval_waits_for_its_team_run_to_pause(client: Client
         await asyncio.sleep(0.02)
     assert sorted(m["status"] for m in done["member_responses"]) == ["COMPLETED", "COMPLETED"]
     assert "Booked a trip to Paris" in done["content"]
+
+
+async def test_members_paused_on_one_call_id_are_each_decided_by_their_member_run(
+    client: Client,
+) -> None:
+    response = await client.post("/teams/twin-team/runs", data={"message": "Book Paris"} | FORM)
+    run = response.json()
+    assert run["status"] == "PAUSED", response.text
+    members = {m["agent_id"]: m for m in run["member_responses"]}
+    [mine] = members["booking-agent"]["messages"][-1]["tool_calls"]
+    [twins] = members["booking-twin"]["messages"][-1]["tool_calls"]
+    assert mine["id"] == twins["id"]
+    path = f"/teams/twin-team/runs/{run['run_id']}/continue"
+    tools = msgspec.json.encode([{"tool_call_id": mine["id"], "confirmed": True}]).decode()
+    form = {"tools": tools, "session_id": run["session_id"]} | FORM
+    ambiguous = await client.post(path, data=form)
+    assert ambiguous.status_code == 400, ambiguous.text
+    assert "member_run_id" in ambiguous.json()["detail"]
+    # confirmed for the first member only; the twin still waits, and the team run with it
+    first = members["booking-agent"]["run_id"]
+    decided = await client.post(path, data=form | {"member_run_id": first})
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["status"] == "PAUSED"
+    statuses = {m["agent_id"]: m["status"] for m in decided.json()["member_responses"]}
+    assert statuses == {"booking-agent": "COMPLETED", "booking-twin": "PAUSED"}
+    # the twin's approval names its own member run: rejected, its booking is not made
+    twin = members["booking-twin"]["run_id"]
+    listed = (await client.get("/approvals", params={"run_id": twin})).json()["data"]
+    [approval] = [a for a in listed if a["status"] == "pending"]
+    resolved = await client.post(
+        f"/approvals/{approval['id']}/resolve", json={"status": "rejected"}
+    )
+    assert resolved.status_code == 200, resolved.text
+    got = f"/teams/twin-team/runs/{run['run_id']}?session_id={run['session_id']}"
+    for _ in range(300):
+        if (done := (await client.get(got)).json())["status"] == "COMPLETED":
+            break
+        await asyncio.sleep(0.02)
+    contents = {m["agent_id"]: m["content"] for m in done["member_responses"]}
+    assert "Booked a trip to Paris" in contents["booking-agent"]
+    assert "Booked a trip to Paris" not in contents["booking-twin"]
