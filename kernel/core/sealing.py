@@ -113,7 +113,8 @@ class Codec:
         if first not in _SEALED and self.clear_ok:
             return stored
         try:
-            associated = "\x00".join(map(str, binding)).encode()
+            kind, field, *key = binding
+            associated = aad(str(kind), str(field), key)
             if first == _TEAM_SEALED:
                 return self.teams.open(stored, associated)
             return self.keyring.open(stored, associated)

@@ -20,8 +20,9 @@ from runpoint.seams.storage import Storage
 
 class Member(msgspec.Struct):
     """A member run of a crew run: the leader's delegation `tool_call_id`, made in its
-    message `call_index` (None while the turn that made it is not written: a batch is
-    written with its results) and answered in `result_index` (None while unanswered)."""
+    message `call_index` (None if the transcript read has no such turn: one written
+    after it was read, or a run from before delegating turns were written before their
+    members started) and answered in `result_index` (None while unanswered)."""
 
     run: Run
     tool_call_id: str
@@ -58,7 +59,7 @@ async def members(storage: Storage, run: Run, messages: Sequence[Message]) -> li
         for call in message.tool_calls or ()
         if call.id in by_call
     ]
-    # its own delegations under way, whose turn is written with their results
+    # its own delegations whose turn the transcript read does not hold (see Member)
     return found + [
         Member(m, call_id, None, None)
         for call_id, m in by_call.items()

@@ -48,7 +48,7 @@ async def start(
     branch = Branch(input=request.input, edits=request.edits, model=request.model)
     continuation.check(branch)
     found, messages = await run_trees.member(storage, source, member)
-    if found.call_index is None:  # a delegation begun before its turn was written first
+    if found.call_index is None:  # its turn is not in the transcript read (see Member)
         raise Conflict(
             f"member run {member} is under way in a turn its team run has not written yet; "
             "continue from it once the team run reaches its next boundary"
