@@ -28,6 +28,8 @@ from tests import postgres
 from tests.directory_state import DirectoryState
 from tests.serving import serving
 
+pytest_plugins = ("tests.hangs",)
+
 OpenRunpoint = Callable[[Iterable[Agent]], Awaitable[Runpoint]]
 BACKENDS = ("sqlite", "postgresql")
 
