@@ -20,6 +20,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
+from runpoint.core.cancels import stop_if_cancelled
 from runpoint.core.errors import Conflict
 from runpoint.core.types import Lease, Run, RunEvent, RunStatus, new_id, now
 from runpoint.seams.storage import Storage
@@ -84,7 +85,8 @@ class Leases:
                 await asyncio.sleep(self.lease_seconds / 3)
                 try:
                     await renew(self.lease(owner))
-                except Exception:  # a lost connection: the next beat may get through
+                except Exception as error:  # a lost connection: the next beat may get through
+                    stop_if_cancelled(error)
                     log.exception("renewing a lease failed; retrying")
 
         beating = asyncio.create_task(heartbeat(), name=f"lease {owner}")
@@ -118,7 +120,8 @@ class Leases:
                     await self._recover(run, claimed)
                 if also is not None:
                     await also()
-            except Exception:  # a lost database connection must not end the watch
+            except Exception as error:  # a lost database connection must not end the watch
+                stop_if_cancelled(error)
                 log.exception("lease watch failed; retrying")
 
     async def _recover(self, run: Run, claimed: Callable[[Run], Awaitable[object]]) -> None:

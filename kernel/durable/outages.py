@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from runpoint.core.cancels import stop_if_cancelled
 from runpoint.core.errors import StorageFull, Unavailable
 from runpoint.core.types import Run, now
 from runpoint.durable.leases import Leases
@@ -54,6 +55,7 @@ class Outages:
             try:
                 return await write()
             except Exception as exc:
+                stop_if_cancelled(exc)  # no retry for a task asked to stop
                 if (outage := self.of(exc)) is None:
                     raise
                 if now() + pause >= until:

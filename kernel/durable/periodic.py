@@ -8,10 +8,13 @@ import asyncio
 import contextlib
 import logging
 
+from runpoint.core.cancels import stop_if_cancelled
+
 
 class Periodic(abc.ABC):
     """`once` every `every` seconds from `start` until `stop`; a pass that fails (an
-    outage) is logged, and the next tries again."""
+    outage) is logged, and the next tries again, unless it failed because `stop`
+    cancelled it (see runpoint.core.cancels)."""
 
     every: float
     name: str  # of its task, and of what its log says failed
@@ -37,5 +40,6 @@ class Periodic(abc.ABC):
             await asyncio.sleep(self.every)
             try:
                 await self.once()
-            except Exception:
+            except Exception as error:
+                stop_if_cancelled(error)  # a stop that surfaced as an error ends the loop
                 self.log.exception("%s failed", self.name)

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from runpoint.core import transcript
+from runpoint.core.cancels import stop_if_cancelled
 from runpoint.core.group_commit import GroupCommit
 from runpoint.core.types import (
     Approval,
@@ -95,6 +96,9 @@ class Execution(BoundaryWriter):
                 else:
                     await self.model_turn()
         except Exception as exc:  # a model or tool-infrastructure failure ends the run
+            # not a cancel (this process closing) that surfaced as an error: as a cancel,
+            # it leaves the run to the lease watch
+            stop_if_cancelled(exc)
             if self.outlast.outages.of(exc, counted=False) is not None:
                 raise  # the database's, not the run's: the lease watch resumes it later
             return await self.finish(RunStatus.ERROR, "RunError", f"{type(exc).__name__}: {exc}")

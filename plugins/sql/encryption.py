@@ -19,6 +19,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, select, tuple_, update
 
+from runpoint.core.cancels import stop_if_cancelled
 from runpoint.core.keyring import TEAM_MAGIC, TeamKeys, Unopened, key_id_of
 from runpoint.core.sealing import Codec, aad
 from runpoint.plugins.sql import team_keys
@@ -70,13 +71,15 @@ class SqlEncryption:
     async def _watching(self) -> None:
         while True:
             await asyncio.sleep(WATCH_SECONDS)
-            with contextlib.suppress(Exception):  # an outage: ask again next time
+            try:
                 if self.db.codec.clear_ok:
                     self.db.codec.clear_ok = await self._under_way()
                 erased, self._erased = self._erased, await team_keys.erasures(self.db)
                 team_keys.forget(
                     self.db, [t for t, at in self._erased.items() if erased.get(t) != at]
                 )
+            except Exception as error:  # an outage: ask again next time
+                stop_if_cancelled(error)
 
     async def _under_way(self) -> bool:
         return bool(await self.db.read(select(secrets.c.name).where(_UNDER_WAY)))

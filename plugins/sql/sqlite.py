@@ -13,6 +13,7 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.core.errors import Unavailable
 from runpoint.core.types import now
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database, Save
@@ -127,7 +128,7 @@ class Sqlite(Database):
                 try:
                     yield conn
                 except BaseException:
-                    await conn.exec_driver_sql("ROLLBACK")
+                    await _take_back(conn, "ROLLBACK")
                     raise
                 await conn.exec_driver_sql("COMMIT")
         finally:
@@ -161,15 +162,20 @@ class Sqlite(Database):
                 try:
                     yield group.conn
                 except BaseException:
-                    await group.conn.exec_driver_sql("ROLLBACK TO grouped")
-                    await group.conn.exec_driver_sql("RELEASE grouped")
+                    await _take_back(group.conn, "ROLLBACK TO grouped", "RELEASE grouped")
                     raise
                 await group.conn.exec_driver_sql("RELEASE grouped")
             finally:
                 group.writes += 1
                 # the last of those that came meanwhile commits (sooner if one waits to
-                # write alone: it is not kept waiting behind a stream of grouped writes)
-                if not self._joining or self._waiting_alone or group.writes >= _GROUP_LIMIT:
+                # write alone: it is not kept waiting behind a stream of grouped writes; at
+                # once if its connection was lost: nothing more can join it)
+                if (
+                    not self._joining
+                    or self._waiting_alone
+                    or group.writes >= _GROUP_LIMIT
+                    or group.conn.invalidated
+                ):
                     self._group = None
                     # whoever commits, the others learn how it went, even if it gives up
                     await asyncio.shield(self._commit(group))
@@ -202,6 +208,8 @@ class Sqlite(Database):
     async def _commit(self, group: _Group) -> None:
         """Commit `group`, and tell its writes how it went."""
         try:
+            if group.conn.invalidated:  # its writes were taken back: they may be retried
+                raise Unavailable("a write that shared its transaction was interrupted")
             await group.conn.exec_driver_sql("COMMIT")
         except Exception as error:
             group.committed.set_exception(error)
@@ -302,6 +310,8 @@ class _Group:
         self.conn = conn
         self.writes = 0
         self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # a failure no write waits for (a cancelled one was the last) is no news to report
+        self.committed.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
 # on the driver: SQLAlchemy's executemany costs a hundred microseconds a row, a token's
@@ -315,6 +325,16 @@ async def _insert_events(
     if events:
         rows = [(run_id, seq, data) for seq, data in events]
         await conn.exec_driver_sql(_INSERT_EVENTS, rows)
+
+
+async def _take_back(conn: AsyncConnection, *statements: str) -> None:
+    """Take back a failed write with `statements`, unless its connection is gone: a
+    statement interrupted (its task cancelled: a close) makes SQLAlchemy close the
+    connection, and SQLite takes the transaction back with it. A statement sent then would
+    fail, and its error replace the CancelledError (see runpoint.core.cancels)."""
+    if not conn.invalidated:
+        for statement in statements:
+            await conn.exec_driver_sql(statement)
 
 
 def _incremental(path: str) -> None:

@@ -386,6 +386,10 @@ class SavepointFails:
     def __init__(self, conn: Any) -> None:
         self.conn = conn
 
+    @property
+    def invalidated(self) -> bool:
+        return bool(self.conn.invalidated)
+
     async def exec_driver_sql(self, sql: str) -> Any:
         if sql == "SAVEPOINT grouped":
             raise OSError("no savepoint")
