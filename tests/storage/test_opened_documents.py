@@ -86,7 +86,7 @@ async def test_a_row_read_in_the_clear_is_refused_once_encryption_is_done(
 
 
 def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sealing, "OPENED_BYTES", 2_000)
+    monkeypatch.setattr(sealing, "OPENED_BYTES", 3_000)
     codec = sealing.Codec(Keyring({"k": bytes(32)}))
     assert codec.teams is not None
     key_id, key = codec.teams.new()
@@ -104,10 +104,17 @@ def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     codec.opened.clear()
     assert codec.open_rows("messages", "data", written, 2) == [b"x" * 100] * 3
     assert len(codec.opened) == 3
-    codec.open_rows("messages", "data", rows(100, 5), 2)  # past 2,000 bytes: it starts over
-    assert len(codec.opened) < 5 and codec.opened.size <= 2_000
+    codec.open_rows("messages", "data", rows(100, 5), 2)  # past 3,000 bytes: it starts over
+    assert len(codec.opened) < 5 and codec.opened.size <= 3_000
     codec.opened.clear()
     [big] = rows(40_000, 1)  # a document and its ciphertext past OPENED_ENTRY: not kept
     assert not codec.opened
     assert codec.open_rows("messages", "data", [big], 2) == [b"x" * 40_000]
     assert not codec.opened and codec.opened.size == 0
+    # nor among others opened at once (a first read): those are kept
+    small = rows(100, 3)[1:]  # rows 1 and 2 (the big one is row 0)
+    codec.opened.clear()
+    assert codec.open_rows("messages", "data", [*small, big], 2) == [b"x" * 100] * 2 + [
+        b"x" * 40_000
+    ]
+    assert len(codec.opened) == 2 and codec.opened.size <= 3_000
