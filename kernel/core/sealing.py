@@ -20,6 +20,7 @@ from operator import itemgetter
 from typing import Any, TypeVar
 
 from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from runpoint.core.errors import Unreadable
 from runpoint.core.keyring import MAGIC, NONCE, TEAM_MAGIC, Keyring, TeamKeys, Unopened
@@ -55,7 +56,7 @@ class Codec:
         self.opened = Opened()
         # by the header a document sealed under it starts with: the team keys held, and
         # the keyring's (the one dict, changed in place as team keys come and go)
-        self.ciphers: dict[bytes, Any] = {} if self.teams is None else self.teams.ciphers
+        self.ciphers: dict[bytes, AESGCM] = {} if self.teams is None else self.teams.ciphers
 
     def seal(self, document: bytes, kind: str, field: str, *key: object, team: str) -> bytes:
         """What to store for `document` at its binding: its ciphertext (kept as opened: the
@@ -128,7 +129,8 @@ class Codec:
     ) -> list[bytes]:
         """The documents of rows, opened one by one but those kept."""
         groups, found = self.opened.groups, []
-        last, head, group = keys - 1, None, {}
+        last, group = keys - 1, {}
+        head: Any = None  # the rows' key values but the last
         for row in rows:
             if row[:last] != head:  # the first row, or a fork's next segment
                 head = row[:last]

@@ -118,3 +118,38 @@ def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
         b"x" * 40_000
     ]
     assert len(codec.opened) == 2 and codec.opened.size <= 3_000
+
+
+def test_a_first_read_opens_each_segment_and_names_the_row_that_fails() -> None:
+    """A first read opens its rows at once (`Codec._open_fresh`); a row that does not open
+    among them is still named, and the rows in the clear while encryption is under way
+    still serve as such."""
+    codec = sealing.Codec(Keyring({"k": bytes(32)}))
+    assert codec.teams is not None
+    key_id, key = codec.teams.new()
+    codec.teams.hold("t", key_id, codec.teams.wrap("t", key_id, key))
+    # a fork's read: its source's rows 0-1, then its own 2-3
+    rows = [
+        (run, i, codec.seal(b"doc %d" % i, "messages", "data", run, i, team="t"))
+        for run, i in (("source", 0), ("source", 1), ("fork", 2), ("fork", 3))
+    ]
+    codec.forget_opened()
+    assert codec.open_rows("messages", "data", rows, 2) == [b"doc 0", b"doc 1", b"doc 2", b"doc 3"]
+    assert codec.opened.get(("messages", "data", "fork", 3)) == (rows[3][2], b"doc 3")
+    assert len(codec.opened) == 4
+    swapped = [*rows[:2], (*rows[2][:2], rows[3][2]), (*rows[3][:2], rows[2][2])]
+    for cold in (True, False):  # nothing kept, and every row kept from before
+        if cold:
+            codec.forget_opened()
+        with pytest.raises(Unreadable, match=r"messages\(fork, 2\).data cannot be read: fail"):
+            codec.open_rows("messages", "data", swapped, 2)
+    assert codec.failures == 2
+    # while encryption is under way, a row in the clear serves as it is (and is not kept)
+    codec.clear_ok = True
+    codec.forget_opened()
+    clear = [*rows[:3], ("fork", 3, b'{"plain": 3}')]
+    assert codec.open_rows("messages", "data", clear, 2)[2:] == [b"doc 2", b'{"plain": 3}']
+    assert codec.opened.get(("messages", "data", "fork", 3)) is None
+    codec.clear_ok = False
+    with pytest.raises(Unreadable, match=r"messages\(fork, 3\).data cannot be read: stored in"):
+        codec.open_rows("messages", "data", clear, 2)
