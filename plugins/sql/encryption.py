@@ -17,7 +17,9 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, select, tuple_, update
+from sqlalchemy import ColumnElement, Table, bindparam, delete, select, tuple_, update, values
+from sqlalchemy import column as sql_column
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.keyring import TEAM_MAGIC, TeamKeys, Unopened, key_id_of
 from runpoint.core.sealing import Codec, aad
@@ -99,10 +101,8 @@ class SqlEncryption:
                 problems += found
                 if resealed:
                     async with self.db.write() as conn:
-                        for column, values in resealed.items():
-                            statement = _reseal(sealed, column)
-                            for row in values:  # one by one: each tells whether it took
-                                done += (await conn.execute(statement, row)).rowcount
+                        for column, rows in resealed.items():
+                            done += await _reseal(conn, sealed, column, rows)
         if encrypt and not check and not problems:
             async with self.db.write() as conn:
                 await conn.execute(delete(secrets).where(_UNDER_WAY))
@@ -220,13 +220,23 @@ def _resealed(
     return resealed, problems
 
 
-def _reseal(sealed: SealedColumns, column: str) -> Any:
-    """The update of one column of one row, if it still holds what was read (a writer may
-    have rewritten it meanwhile: it stands)."""
+async def _reseal(
+    conn: AsyncConnection, sealed: SealedColumns, column: str, rows: list[dict[str, Any]]
+) -> int:
+    """Write a page's new values of one column, each only if its row still holds what was
+    read (a writer may have rewritten it meanwhile: it stands): how many were written. One
+    statement for the page, not one a row (a round trip each on PostgreSQL): the rows sent
+    at once where the driver counts what they changed (SQLite's), else as a VALUES list."""
     table = metadata.tables[sealed.table]
-    where = [table.c[k] == bindparam(f"k{i}") for i, k in enumerate(sealed.key)]
-    return (
-        update(table)
-        .where(and_(*where, table.c[column] == bindparam("old")))
-        .values({column: bindparam("new")})
+    names = (*(f"k{i}" for i in range(len(sealed.key))), "old", "new")
+    given: Any = {name: bindparam(name) for name in names}
+    parameters: list[dict[str, Any]] | None = rows
+    if not conn.dialect.supports_sane_multi_rowcount:
+        types = [*(table.c[k].type for k in sealed.key), *[table.c[column].type] * 2]
+        listed = values(*map(sql_column, names, types), name="given")
+        given, parameters = listed.data([tuple(row[n] for n in names) for row in rows]).c, None
+    where = [table.c[k] == given[f"k{i}"] for i, k in enumerate(sealed.key)]
+    statement = (
+        update(table).where(*where, table.c[column] == given["old"]).values({column: given["new"]})
     )
+    return int((await conn.execute(statement, parameters)).rowcount)
