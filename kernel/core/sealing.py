@@ -104,11 +104,11 @@ class Codec:
             return None
         start, end, last, found = len(header), len(header) + NONCE, keys - 1, []
         for head, part in groupby(rows, itemgetter(slice(0, last))):  # a fork's segments
-            rows = list(part)
-            stored = [row[keys] for row in rows]
+            segment = list(part)
+            stored = [row[keys] for row in segment]
             if not all(map(bytes.startswith, stored, repeat(header))):
                 return None
-            items, prefix = [row[last] for row in rows], aad(kind, field, (*head, ""))
+            items, prefix = [row[last] for row in segment], aad(kind, field, (*head, ""))
             try:
                 documents = list(
                     map(
