@@ -35,6 +35,9 @@ from runpoint.seams.storage import Resealed
 WATCH_SECONDS = 2.0
 _UNDER_WAY = secrets.c.name == UNDER_WAY
 _SEEN = "encryption-keyring-seen"  # a keyring opened this database once
+# the most rows `reseal` writes in one statement on PostgreSQL (a statement takes at most
+# 32,767 parameters: each row is its key's, its old and its new value)
+VALUES_ROWS = 1000
 
 
 class SqlEncryption:
@@ -224,19 +227,28 @@ async def _reseal(
     conn: AsyncConnection, sealed: SealedColumns, column: str, rows: list[dict[str, Any]]
 ) -> int:
     """Write a page's new values of one column, each only if its row still holds what was
-    read (a writer may have rewritten it meanwhile: it stands): how many were written. One
-    statement for the page, not one a row (a round trip each on PostgreSQL): the rows sent
-    at once where the driver counts what they changed (SQLite's), else as a VALUES list."""
+    read (a writer may have rewritten it meanwhile: it stands): how many were written. Not
+    a statement a row (a round trip each on PostgreSQL): the rows sent at once where the
+    driver counts what they changed (SQLite's), else as VALUES lists of `VALUES_ROWS`."""
     table = metadata.tables[sealed.table]
     names = (*(f"k{i}" for i in range(len(sealed.key))), "old", "new")
-    given: Any = {name: bindparam(name) for name in names}
-    parameters: list[dict[str, Any]] | None = rows
-    if not conn.dialect.supports_sane_multi_rowcount:
-        types = [*(table.c[k].type for k in sealed.key), *[table.c[column].type] * 2]
-        listed = values(*map(sql_column, names, types), name="given")
-        given, parameters = listed.data([tuple(row[n] for n in names) for row in rows]).c, None
+    if conn.dialect.supports_sane_multi_rowcount:
+        given: dict[str, Any] = {name: bindparam(name) for name in names}
+        return int((await conn.execute(_update(table, sealed, column, given), rows)).rowcount)
+    types = [*(table.c[k].type for k in sealed.key), *[table.c[column].type] * 2]
+    done = 0
+    for i in range(0, len(rows), VALUES_ROWS):
+        listed = values(*map(sql_column, names, types), name="given").data(
+            [tuple(row[n] for n in names) for row in rows[i : i + VALUES_ROWS]]
+        )
+        done += (await conn.execute(_update(table, sealed, column, listed.c))).rowcount
+    return done
+
+
+def _update(table: Table, sealed: SealedColumns, column: str, given: Any) -> Any:
+    """The update of `column` to `given["new"]` where the row's key is `given`'s and it
+    holds `given["old"]`."""
     where = [table.c[k] == given[f"k{i}"] for i, k in enumerate(sealed.key)]
-    statement = (
+    return (
         update(table).where(*where, table.c[column] == given["old"]).values({column: given["new"]})
     )
-    return int((await conn.execute(statement, parameters)).rowcount)

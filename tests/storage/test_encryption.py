@@ -256,6 +256,7 @@ async def test_a_row_a_writer_rewrote_during_encryption_stands(
             return await reseal(conn, sealed, column, rows)
 
         monkeypatch.setattr(encryption, "_reseal", meanwhile)
+        monkeypatch.setattr(encryption, "VALUES_ROWS", 3)  # PostgreSQL's pages in pieces
         listed = (await storage.reseal(encrypt=False, check=True, batch=100)).problems
         done = await storage.reseal(encrypt=True, check=False, batch=100)
         assert done.problems == [] and done.resealed == len(listed) - 1
