@@ -3,9 +3,10 @@ provider (the official SDK, against the zero-latency vendor server of providers.
 timeline and snapshot reads of it, with and without a keyring, side by side in one
 process (alternating, medians): the first read by the server that wrote the run, the first
 by a new server, reads repeated (their documents kept opened), and cold reads (nothing
-kept: what a new server's first read costs once it is warm); then a key rotation on
-SQLite and on a throwaway PostgreSQL server: the team keys wrapped anew, every document
-read once, none rewritten.
+kept: what a new server's first read costs once it is warm); then, on SQLite and on a
+throwaway PostgreSQL server, a key rotation (the team keys wrapped anew, every document
+read once, none rewritten) and `runpoint db encrypt` of a database written without a
+keyring (every document sealed and written anew), in documents a second.
 
     .venv/bin/python contrib/bench/encryption.py [--messages 1000] [--rounds 3] [--reads 200]
                                                 [--rotate-runs 40] [--no-rotation]
@@ -27,11 +28,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import func, select
+
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.postgres
 from providers import agent, measured, vendor_server
 
 from runpoint.core.keyring import Keyring
 from runpoint.facade import CreateRun, Runpoint
+from runpoint.plugins.sql.schema import metadata
+from runpoint.plugins.sql.sealing import SEALED
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.storage import Encrypted
 from tests.postgres import TemporaryServer, binaries
 
@@ -124,26 +130,44 @@ async def compare(messages: int, rounds: int, n: int) -> None:
         print(f"{label:<58}{clear:>9.3f}{sealed:>9.3f}{100 * (sealed / clear - 1):>8.1f}%")
 
 
-async def rotation(database: str, runs: int) -> None:
-    """A rotation to a new key, of `runs` runs of 100 messages: its time."""
+async def documents(rp: Runpoint) -> int:
+    """How many sealed documents the database holds."""
+    storage = rp.storage
+    assert isinstance(storage, SqlStorage)
+    found = 0
+    for sealed in SEALED:
+        table = metadata.tables[sealed.table]
+        for column in sealed.columns:
+            count = select(func.count()).where(table.c[column].is_not(None))
+            found += (await storage.db.read(count))[0][0]
+    return int(found)
+
+
+async def rotation(database: str, runs: int, encrypt: bool) -> None:
+    """A rotation to a new key (or with `encrypt`, `runpoint db encrypt` of a database
+    written without a keyring) of `runs` runs of 100 messages: documents per second."""
     with vendor_server():
-        async with Runpoint([agent("openai")], database=database, keyring=Keyring(KEY)) as rp:
+        async with Runpoint(
+            [agent("openai")], database=database, keyring=None if encrypt else Keyring(KEY)
+        ) as rp:
             for _ in range(runs):
                 await (
                     await rp.create_run(CreateRun(agent_id="bench", message="calls: 49"))
                 ).result()
-    rotated = Keyring({"bench-2": os.urandom(32), **KEY})
-    async with Runpoint([agent("openai")], database=database, keyring=rotated) as rp:
+    ring = Keyring(KEY if encrypt else {"bench-2": os.urandom(32), **KEY})
+    async with Runpoint([agent("openai")], database=database, keyring=ring) as rp:
         storage = rp.storage
         assert isinstance(storage, Encrypted)
-        wall = time.perf_counter()
-        done = await storage.reseal(encrypt=False, check=False, batch=500)
-        wall = time.perf_counter() - wall
+        wall, cpu = time.perf_counter(), time.process_time()
+        done = await storage.reseal(encrypt=encrypt, check=False, batch=500)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        found = await documents(rp)
     kind = database.split(":")[0]
+    what = "db encrypt" if encrypt else "rotate-key"
     print(
-        f"rotation on {kind}: {done.rewrapped} team key wrapped anew and {done.resealed} "
-        f"documents rewritten, every document of {runs} runs of 100 messages read once (to "
-        f"find any not under its team's key), in {wall:.2f} s"
+        f"{what} on {kind}: {found:,} documents of {runs} runs of 100 messages, "
+        f"{done.resealed:,} sealed anew, {done.rewrapped} team key wrapped anew, in "
+        f"{wall:.2f} s ({found / wall:,.0f} documents a second; this process's CPU {cpu:.2f} s)"
     )
 
 
@@ -151,17 +175,19 @@ async def main(args: argparse.Namespace) -> None:
     await compare(args.messages, args.rounds, args.reads)
     if args.no_rotation:
         return
-    with tempfile.TemporaryDirectory() as tmp:
-        await rotation(f"sqlite:///{tmp}/rotate.db", args.rotate_runs)
+    for encrypt in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            await rotation(f"sqlite:///{tmp}/rotate.db", args.rotate_runs, encrypt)
     bin_dir = binaries()
     if bin_dir is None:
         print("no PostgreSQL binaries: rotation on PostgreSQL not measured")
         return
-    server = TemporaryServer(bin_dir)
-    try:
-        await rotation(server.start(), args.rotate_runs)
-    finally:
-        server.stop()
+    for encrypt in (False, True):
+        server = TemporaryServer(bin_dir)
+        try:
+            await rotation(server.start(), args.rotate_runs, encrypt)
+        finally:
+            server.stop()
 
 
 if __name__ == "__main__":

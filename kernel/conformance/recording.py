@@ -38,15 +38,21 @@ class Recording(Codec):
         self.given.setdefault(binding, set()).add(sealed)
         return sealed
 
+    def open(self, stored: bytes, kind: str, field: str, *key: object) -> bytes:
+        self._record(kind, field, [(*key, stored)], len(key))
+        return super().open(stored, kind, field, *key)
+
     def open_rows(
-        self, kind: str, field: str, rows: Iterable[Sequence[Any]], keys: int
+        self, kind: str, field: str, rows: Sequence[Sequence[Any]], keys: int
     ) -> list[bytes]:
-        rows = [tuple(row) for row in rows]
+        self._record(kind, field, rows, keys)
+        return super().open_rows(kind, field, rows, keys)
+
+    def _record(self, kind: str, field: str, rows: Iterable[Sequence[Any]], keys: int) -> None:
         for row in rows:
             self.opens += 1
             if row[keys] not in self.given.get((kind, field, *row[:keys]), ()):
                 self.strays.append(f"{kind}({', '.join(map(str, row[:keys]))}).{field}")
-        return super().open_rows(kind, field, rows, keys)
 
 
 def in_the_clear(holder: object, text: bytes, *, besides: object) -> list[str]:

@@ -17,7 +17,9 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Table, and_, bindparam, delete, select, tuple_, update
+from sqlalchemy import ColumnElement, Table, bindparam, delete, select, tuple_, update, values
+from sqlalchemy import column as sql_column
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.cancels import stop_if_cancelled
 from runpoint.core.keyring import TEAM_MAGIC, TeamKeys, Unopened, key_id_of
@@ -34,6 +36,9 @@ from runpoint.seams.storage import Resealed
 WATCH_SECONDS = 2.0
 _UNDER_WAY = secrets.c.name == UNDER_WAY
 _SEEN = "encryption-keyring-seen"  # a keyring opened this database once
+# the most rows `reseal` writes in one statement on PostgreSQL (a statement takes at most
+# 32,767 parameters: each row is its key's, its old and its new value)
+VALUES_ROWS = 1000
 
 
 class SqlEncryption:
@@ -102,10 +107,8 @@ class SqlEncryption:
                 problems += found
                 if resealed:
                     async with self.db.write() as conn:
-                        for column, values in resealed.items():
-                            statement = _reseal(sealed, column)
-                            for row in values:  # one by one: each tells whether it took
-                                done += (await conn.execute(statement, row)).rowcount
+                        for column, rows in resealed.items():
+                            done += await _reseal(conn, sealed, column, rows)
         if encrypt and not check and not problems:
             async with self.db.write() as conn:
                 await conn.execute(delete(secrets).where(_UNDER_WAY))
@@ -223,13 +226,32 @@ def _resealed(
     return resealed, problems
 
 
-def _reseal(sealed: SealedColumns, column: str) -> Any:
-    """The update of one column of one row, if it still holds what was read (a writer may
-    have rewritten it meanwhile: it stands)."""
+async def _reseal(
+    conn: AsyncConnection, sealed: SealedColumns, column: str, rows: list[dict[str, Any]]
+) -> int:
+    """Write a page's new values of one column, each only if its row still holds what was
+    read (a writer may have rewritten it meanwhile: it stands): how many were written. Not
+    a statement a row (a round trip each on PostgreSQL): the rows sent at once where the
+    driver counts what they changed (SQLite's), else as VALUES lists of `VALUES_ROWS`."""
     table = metadata.tables[sealed.table]
-    where = [table.c[k] == bindparam(f"k{i}") for i, k in enumerate(sealed.key)]
+    names = (*(f"k{i}" for i in range(len(sealed.key))), "old", "new")
+    if conn.dialect.supports_sane_multi_rowcount:
+        given: dict[str, Any] = {name: bindparam(name) for name in names}
+        return int((await conn.execute(_update(table, sealed, column, given), rows)).rowcount)
+    types = [*(table.c[k].type for k in sealed.key), *[table.c[column].type] * 2]
+    done = 0
+    for i in range(0, len(rows), VALUES_ROWS):
+        listed = values(*map(sql_column, names, types), name="given").data(
+            [tuple(row[n] for n in names) for row in rows[i : i + VALUES_ROWS]]
+        )
+        done += (await conn.execute(_update(table, sealed, column, listed.c))).rowcount
+    return done
+
+
+def _update(table: Table, sealed: SealedColumns, column: str, given: Any) -> Any:
+    """The update of `column` to `given["new"]` where the row's key is `given`'s and it
+    holds `given["old"]`."""
+    where = [table.c[k] == given[f"k{i}"] for i, k in enumerate(sealed.key)]
     return (
-        update(table)
-        .where(and_(*where, table.c[column] == bindparam("old")))
-        .values({column: bindparam("new")})
+        update(table).where(*where, table.c[column] == given["old"]).values({column: given["new"]})
     )

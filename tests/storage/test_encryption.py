@@ -7,11 +7,12 @@ import base64
 import glob
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from runpoint import hookimpl
 from runpoint.core.errors import ConfigurationError, Unreadable
@@ -21,6 +22,9 @@ from runpoint.core.types import Approval, ApprovalQuery, RunStatus, Segment, Too
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.memory import MemoryStorage
 from runpoint.plugins.scripted import ScriptedModel, call_id
+from runpoint.plugins.sql import encryption
+from runpoint.plugins.sql.sealing import SealedColumns
+from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.host import PluginHost
 from runpoint.seams.model import ModelRequest, ModelResponse
@@ -224,6 +228,43 @@ async def test_rows_in_the_clear_are_refused_once_encryption_is_done(database: s
     async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
         assert (await rp.get_run(clear)).run.content == SECRETS[2]
         assert (await rp.get_run(sealed)).run.content == SECRETS[2]
+
+
+async def test_a_row_a_writer_rewrote_during_encryption_stands(
+    database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`reseal` writes a page's rows in one statement, each only if it still holds what was
+    read: a row a server rewrote in between keeps the server's document, uncounted."""
+    async with Runpoint(AGENTS, database=database) as rp:
+        clear = await a_run(rp)
+    async with Runpoint(AGENTS, database=database, keyring=keyring()) as rp:
+        storage = rp.storage
+        assert isinstance(storage, SqlStorage)
+        codec, reseal = storage.db.codec, encryption._reseal
+        written: list[bytes] = []
+        team = (await rp.get_run(clear)).run.team_id
+
+        async def meanwhile(
+            conn: AsyncConnection, sealed: SealedColumns, column: str, rows: Any
+        ) -> int:
+            if sealed.table == "messages" and not written:  # a server seals row 0 anew first
+                run, i = rows[0]["k0"], rows[0]["k1"]
+                document = codec.open(rows[0]["new"], "messages", "data", run, i)
+                written.append(codec.seal(document, "messages", "data", run, i, team=team))
+                update = "UPDATE messages SET data = :d WHERE run_id = :r AND idx = :i"
+                await conn.execute(text(update), {"d": written[0], "r": run, "i": i})
+            return await reseal(conn, sealed, column, rows)
+
+        monkeypatch.setattr(encryption, "_reseal", meanwhile)
+        monkeypatch.setattr(encryption, "VALUES_ROWS", 3)  # PostgreSQL's pages in pieces
+        listed = (await storage.reseal(encrypt=False, check=True, batch=100)).problems
+        done = await storage.reseal(encrypt=True, check=False, batch=100)
+        assert done.problems == [] and done.resealed == len(listed) - 1
+        read = text("SELECT data FROM messages WHERE run_id = :r AND idx = 0")
+        async with storage.db.engine.connect() as conn:
+            assert (await conn.execute(read, {"r": clear})).scalar_one() == written[0]
+        assert (await storage.reseal(encrypt=False, check=True, batch=100)).problems == []
+        assert (await rp.get_run(clear)).messages[0].content == SECRETS[0]
 
 
 @pytest.mark.parametrize(

@@ -86,7 +86,7 @@ async def test_a_row_read_in_the_clear_is_refused_once_encryption_is_done(
 
 
 def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sealing, "OPENED_BYTES", 2_000)
+    monkeypatch.setattr(sealing, "OPENED_BYTES", 3_000)
     codec = sealing.Codec(Keyring({"k": bytes(32)}))
     assert codec.teams is not None
     key_id, key = codec.teams.new()
@@ -104,10 +104,52 @@ def test_what_is_kept_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     codec.opened.clear()
     assert codec.open_rows("messages", "data", written, 2) == [b"x" * 100] * 3
     assert len(codec.opened) == 3
-    codec.open_rows("messages", "data", rows(100, 5), 2)  # past 2,000 bytes: it starts over
-    assert len(codec.opened) < 5 and codec.opened.size <= 2_000
+    codec.open_rows("messages", "data", rows(100, 5), 2)  # past 3,000 bytes: it starts over
+    assert len(codec.opened) < 5 and codec.opened.size <= 3_000
     codec.opened.clear()
     [big] = rows(40_000, 1)  # a document and its ciphertext past OPENED_ENTRY: not kept
     assert not codec.opened
     assert codec.open_rows("messages", "data", [big], 2) == [b"x" * 40_000]
     assert not codec.opened and codec.opened.size == 0
+    # nor among others opened at once (a first read): those are kept
+    small = rows(100, 3)[1:]  # rows 1 and 2 (the big one is row 0)
+    codec.opened.clear()
+    assert codec.open_rows("messages", "data", [*small, big], 2) == [b"x" * 100] * 2 + [
+        b"x" * 40_000
+    ]
+    assert len(codec.opened) == 2 and codec.opened.size <= 3_000
+
+
+def test_a_first_read_opens_each_segment_and_names_the_row_that_fails() -> None:
+    """A first read opens its rows at once (`Codec._open_fresh`); a row that does not open
+    among them is still named, and the rows in the clear while encryption is under way
+    still serve as such."""
+    codec = sealing.Codec(Keyring({"k": bytes(32)}))
+    assert codec.teams is not None
+    key_id, key = codec.teams.new()
+    codec.teams.hold("t", key_id, codec.teams.wrap("t", key_id, key))
+    # a fork's read: its source's rows 0-1, then its own 2-3
+    rows = [
+        (run, i, codec.seal(b"doc %d" % i, "messages", "data", run, i, team="t"))
+        for run, i in (("source", 0), ("source", 1), ("fork", 2), ("fork", 3))
+    ]
+    codec.forget_opened()
+    assert codec.open_rows("messages", "data", rows, 2) == [b"doc 0", b"doc 1", b"doc 2", b"doc 3"]
+    assert codec.opened.get(("messages", "data", "fork", 3)) == (rows[3][2], b"doc 3")
+    assert len(codec.opened) == 4
+    swapped = [*rows[:2], (*rows[2][:2], rows[3][2]), (*rows[3][:2], rows[2][2])]
+    for cold in (True, False):  # nothing kept, and every row kept from before
+        if cold:
+            codec.forget_opened()
+        with pytest.raises(Unreadable, match=r"messages\(fork, 2\).data cannot be read: fail"):
+            codec.open_rows("messages", "data", swapped, 2)
+    assert codec.failures == 2
+    # while encryption is under way, a row in the clear serves as it is (and is not kept)
+    codec.clear_ok = True
+    codec.forget_opened()
+    clear = [*rows[:3], ("fork", 3, b'{"plain": 3}')]
+    assert codec.open_rows("messages", "data", clear, 2)[2:] == [b"doc 2", b'{"plain": 3}']
+    assert codec.opened.get(("messages", "data", "fork", 3)) is None
+    codec.clear_ok = False
+    with pytest.raises(Unreadable, match=r"messages\(fork, 3\).data cannot be read: stored in"):
+        codec.open_rows("messages", "data", clear, 2)
