@@ -40,6 +40,7 @@ class ApprovalOut(msgspec.Struct):
     created_at: int
     updated_at: int
     run_status: RunStatus | None
+    parent_run_id: str | None  # a member run's: its team run
     source_type: Literal["agent"] = "agent"
     approval_type: Literal["required"] = "required"
     team_id: None = None
@@ -91,6 +92,7 @@ async def _out(rp: Runpoint, a: Approval) -> ApprovalOut:
         created_at=int(a.created_at),
         updated_at=int(a.updated_at),
         run_status=None if run is None else run.status,
+        parent_run_id=None if run is None else run.parent_run_id,
     )
 
 

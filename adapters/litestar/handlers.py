@@ -78,6 +78,11 @@ def agent_name(rp: Runpoint, agent_id: str) -> str | None:
     return agent.name if agent else None
 
 
+def agent_names(rp: Runpoint) -> dict[str, str]:
+    """The display names of this server's agents (and teams) that have one, by id."""
+    return {a.id: a.name for a in rp.agents.values() if a.name is not None}
+
+
 @operation
 async def get_config(rp: Runpoint) -> Reply:
     agents = [catalog_wire.agent(a) for a in rp.agents.values() if not isinstance(a, Crew)]

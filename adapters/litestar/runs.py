@@ -18,7 +18,7 @@ from . import catalog_wire, inputs, sse, wire
 from .documents import Documents, Key
 from .edit_requests import edit_requests
 from .errors import HttpError
-from .handlers import Handler, Reply, agent_name, operation
+from .handlers import Handler, Reply, agent_name, agent_names, operation
 from .json_fields import decoded, holds_nul
 
 
@@ -107,7 +107,7 @@ async def get_agent_run_events(
     # a reconnecting EventSource sends the header, with the URL (and `after`) it first had
     point = next((p for p in (last_event_id, after) if p is not None), 0)
     found = await rp.follow(run_id, session_id=session_id, agent_id=agent_id, after=point)
-    return sse.EventStream(found, events)
+    return sse.EventStream(found, events, names=agent_names(rp))
 
 
 @operation
@@ -123,7 +123,7 @@ async def resume_agent_run_stream(
     # AgentOS counts events from 0, the event log from 1: index i is the event of seq i + 1
     after = 0 if last_event_index is None else last_event_index + 1
     found = await rp.follow(run_id, session_id=session_id, agent_id=agent_id, after=after)
-    return sse.EventStream(found, events)
+    return sse.EventStream(found, events, names=agent_names(rp))
 
 
 @operation
@@ -248,7 +248,7 @@ async def _started(
     """A started run's response: its event stream, at once its id (background), or the
     run once it stops. A retry's (see Idempotency-Key) events went to the first request."""
     if stream and not handle.replayed:
-        return sse.EventStream(handle.batches(), events)
+        return sse.EventStream(handle.batches(), events, names=agent_names(rp))
     if background:
         run = handle.run
         accepted = wire.Accepted(run.run_id, run.session_id, run.status)

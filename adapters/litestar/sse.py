@@ -12,8 +12,9 @@ comments and `id:` and `retry:` lines, as the SSE format says."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 import msgspec
@@ -37,6 +38,7 @@ Events = Literal["agno", "all"]
 RETRY_MS = 1_000  # how long a client waits before it reconnects
 KEEPALIVE = b": keep-alive\n\n"
 FRAMES_KEPT = 10_000  # events' frames kept for the other followers of their runs
+NO_NAMES: Mapping[str, str] = MappingProxyType({})
 _formatted: dict[tuple[str, int, bool], bytes] = {}  # by (run_id, seq, team): oldest first
 
 
@@ -52,30 +54,34 @@ def _fields(event: RunEvent) -> dict[str, Any]:
     return data | {"metrics": counts}
 
 
-def format_event(event: RunEvent, team: bool = False) -> bytes:
+def format_event(event: RunEvent, team: bool = False, names: Mapping[str, str] = NO_NAMES) -> bytes:
     """The event's frame; a team run's (`team`) as AgentOS names a team's: TeamRunStarted
-    for Agno's RunStarted, and so on, with `team_id` (runpoint's own keep their names). A
-    member's event relayed in its team run's log is the member's, as AgentOS relays it:
-    its own name, `agent_id` and `run_id`, with the team run's as `parent_run_id`."""
+    for Agno's RunStarted, and so on, with `team_id` and `team_name` (runpoint's own keep
+    their names). A member's event relayed in its team run's log is the member's, as
+    AgentOS relays it: its own name, `agent_id`, `agent_name` and `run_id`, with the team
+    run's as `parent_run_id`. `names` are the display names by agent (or team) id: one
+    without a name has none in its events, as Agno leaves out what is None."""
     fields = _fields(event)
     if (member := fields.pop(MEMBER, None)) is not None:
-        name = event.event
-        who = {"agent_id": member["agent_id"], "run_id": member["run_id"]}
-        who["parent_run_id"] = event.run_id
+        name, kind, who_id = event.event, "agent", member["agent_id"]
+        who = {"agent_id": who_id, "run_id": member["run_id"], "parent_run_id": event.run_id}
     else:
         name = f"Team{event.event}" if team and event.event in AGNO_EVENTS else event.event
-        who = {"team_id" if team else "agent_id": event.agent_id, "run_id": event.run_id}
+        kind, who_id = "team" if team else "agent", event.agent_id
+        who = {f"{kind}_id": who_id, "run_id": event.run_id}
+    if (display := names.get(who_id)) is not None:
+        who[f"{kind}_name"] = display
     common = {"event": name, "created_at": int(event.created_at)} | who
     common["session_id"] = event.session_id
     return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, name.encode(), encode(common | fields))
 
 
-def frame(event: RunEvent, team: bool = False) -> bytes:
+def frame(event: RunEvent, team: bool = False, names: Mapping[str, str] = NO_NAMES) -> bytes:
     """The event as sent, formatted once for all of its run's followers here: a stored
-    event's (run_id, seq) is that event, always."""
+    event's (run_id, seq) is that event, always (and `names` are this server's)."""
     key = (event.run_id, event.seq, team)
     if (found := _formatted.get(key)) is None:
-        found = _formatted[key] = format_event(event, team)
+        found = _formatted[key] = format_event(event, team, names)
         if len(_formatted) > FRAMES_KEPT:
             del _formatted[next(iter(_formatted))]
     return found
@@ -89,6 +95,7 @@ class EventStream:
     batches: AsyncIterator[list[RunEvent]]
     which: Events = "agno"
     team: bool = False  # a team run's: AgentOS's Team* names
+    names: Mapping[str, str] = field(default_factory=dict)  # display names by agent (or team) id
 
     def response(self, keepalive_seconds: float) -> Stream:
         body: AsyncIterator[Any] = _kept_alive(self._frames(), keepalive_seconds)
@@ -98,7 +105,9 @@ class EventStream:
         """A batch's events in one piece: one send, however many events it holds."""
         async for batch in self.batches:
             sent = [
-                frame(e, self.team) for e in batch if self.which == "all" or e.event in AGNO_EVENTS
+                frame(e, self.team, self.names)
+                for e in batch
+                if self.which == "all" or e.event in AGNO_EVENTS
             ]
             if sent:
                 yield b"".join(sent)

@@ -112,6 +112,7 @@ class RunOut(msgspec.Struct):
     edits: list[EditOut]
     last_checkpoint_at_message_index: int | None
     cancel_requested: bool
+    parent_run_id: str | None  # a member run's: its team run's
     content_type: Literal["str"] = "str"
     session_state: None = None  # runpoint keeps no session state dict
 
@@ -227,6 +228,7 @@ def run(
         edits=[edit(e) for e in r.edits],
         last_checkpoint_at_message_index=r.last_checkpoint_at_message_index,
         cancel_requested=r.cancel_requested,
+        parent_run_id=r.parent_run_id,
     )
 
 

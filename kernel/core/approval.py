@@ -73,6 +73,13 @@ class Approval(msgspec.Struct, omit_defaults=True):
             updated_at=created,
         )
 
+    def copied(self, run: Run) -> Approval:
+        """This approval of a run's pause, pending again for `run`, the copy of that run a
+        fork (or rollback) of its session made: the same calls, as long to decide from now
+        as this one had, and decided on its own (its id is the copy's)."""
+        timeout = None if self.expires_at is None else self.expires_at - self.created_at
+        return Approval.of(run, self.calls, timeout)
+
     def settle(
         self,
         status: ApprovalStatus,

@@ -37,7 +37,7 @@ from runpoint.runs.continuation import Continuation, ContinueRun
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
 from runpoint.runs.fan_out import FanOut, fan_out
 from runpoint.seams.agent import Agent
-from runpoint.sessions.lifecycle import fork_runs, forked_session, with_members
+from runpoint.sessions.lifecycle import fork_runs, forked_session, with_members, writing_copies
 
 
 class CreateRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -268,10 +268,15 @@ class Commands:
         if busy := [r.run_id for r in source_runs if r.status in IN_FLIGHT]:
             raise Conflict(f"session {request.session_id} has runs in flight: {', '.join(busy)}")
         session = forked_session(source, source.event_seq)
-        await self.storage.create_sessions(
-            [session],
-            fork_runs(source_runs, session.session_id),
-            answering=idempotency.answering(claim, session.session_id),
+        copies = fork_runs(source_runs, session.session_id)
+        await writing_copies(
+            self.storage,
+            self.host,
+            source_runs,
+            copies,
+            lambda: self.storage.create_sessions(
+                [session], copies, answering=idempotency.answering(claim, session.session_id)
+            ),
         )
         return session
 

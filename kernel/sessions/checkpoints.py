@@ -35,7 +35,14 @@ from runpoint.durable.leases import Leases
 from runpoint.seams.host import PluginHost
 from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage
-from runpoint.sessions.lifecycle import Sessions, fork_runs, forked_session, restore, with_members
+from runpoint.sessions.lifecycle import (
+    Sessions,
+    fork_runs,
+    forked_session,
+    restore,
+    with_members,
+    writing_copies,
+)
 
 MAX_FORKS = 4
 ABANDONED = "its process stopped during the capture"
@@ -185,7 +192,13 @@ class SessionCheckpoints:
                     await restore(name, state, fork.session_id, capture.states[name])
                     restored.append((state, fork.session_id))
             runs = [run for fork in forks for run in fork_runs(capture.runs, fork.session_id)]
-            await self.storage.create_sessions(forks, runs)
+            await writing_copies(
+                self.storage,
+                self.host,
+                capture.runs * len(forks),
+                runs,
+                lambda: self.storage.create_sessions(forks, runs),
+            )
         except BaseException:
             for state, fork_id in restored:
                 await state.discard(fork_id)

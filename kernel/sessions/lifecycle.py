@@ -11,13 +11,26 @@ rollback (in the same session) and forks (in new sessions) both do.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 import msgspec
 
 from runpoint.core import tenancy, transcript
 from runpoint.core.errors import Conflict, Locked, NotFound
-from runpoint.core.types import Lease, Rollback, Run, Segment, Session, SessionCapture, new_id, now
+from runpoint.core.types import (
+    Approval,
+    ApprovalQuery,
+    Lease,
+    Rollback,
+    Run,
+    RunStatus,
+    Segment,
+    Session,
+    SessionCapture,
+    new_id,
+    now,
+)
 from runpoint.durable.leases import Leases
 from runpoint.seams.crew import member_run_id
 from runpoint.seams.host import PluginHost
@@ -25,6 +38,10 @@ from runpoint.seams.session_state import SessionState
 from runpoint.seams.storage import Storage
 
 log = logging.getLogger("runpoint.sessions")
+T = TypeVar("T")
+# a paused run's approvals looked at for its pause's: the newest first, those of later
+# pauses (made after a capture) among them
+PAUSES_LOOKED_AT = 20
 
 
 async def restore(name: str, state: SessionState, session_id: str, captured: bytes) -> None:
@@ -87,6 +104,36 @@ def fork_runs(runs: Sequence[Run], session_id: str) -> list[Run]:
         )
         for run in runs
     ]
+
+
+async def writing_copies(
+    storage: Storage,
+    host: PluginHost,
+    sources: Sequence[Run],
+    copies: Sequence[Run],
+    write: Callable[[], Awaitable[T]],
+) -> T:
+    """`write()` of `copies` (`fork_runs` of `sources`, pairwise), with the approval of each
+    paused copy: its source's of the pause it was copied in (the newest made by the time the
+    source was last written, which a pause's save is), pending again for the copy
+    (`Approval.copied`), so that the fork's (or rollback's) paused run is in the inbox and
+    decided apart from its source. Written before the copies, as a pause writes its
+    approval first: a copy that was written has its approval; a write that failed leaves
+    approvals of no run, which the approvals sweep settles. Announced once the copies are."""
+    approvals: list[tuple[Approval, Run]] = []
+    for source, copy in zip(sources, copies, strict=True):
+        if copy.status != RunStatus.PAUSED:
+            continue
+        query = ApprovalQuery(team_id=source.team_id, run_id=source.run_id)
+        found, _ = await storage.list_approvals(query, limit=PAUSES_LOOKED_AT, offset=0)
+        if made := [a for a in found if a.created_at <= source.updated_at]:
+            approvals.append((made[0].copied(copy), copy))
+    for approval, _ in approvals:
+        await storage.add_approval(approval)
+    written = await write()
+    for approval, copy in approvals:
+        host.hook.runpoint_approval_requested(approval=approval, run=copy)
+    return written
 
 
 class Sessions:
@@ -200,8 +247,13 @@ class Sessions:
                 for name, state in states.items():
                     await restore(name, state, session_id, capture.states[name])
                 # False if this process was too slow and another took the rollback over
-                await self.storage.rollback_session(
-                    session_id, fork_runs(capture.runs, session_id), owner
+                copies = fork_runs(capture.runs, session_id)
+                await writing_copies(
+                    self.storage,
+                    self.host,
+                    capture.runs,
+                    copies,
+                    lambda: self.storage.rollback_session(session_id, copies, owner),
                 )
         except Exception:
             await self.storage.unlock_session(session_id, owner)

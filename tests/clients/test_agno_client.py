@@ -95,6 +95,7 @@ async def test_run_stream_and_continue_from(client: AgentOSClient) -> None:
     events = await collect(client.run_agent_stream("travel-agent", PROMPT))
     names = [e.event for e in events]
     assert names[0] == "RunStarted" and names[-1] == "RunCompleted"
+    assert {(e.agent_id, e.agent_name) for e in events} == {("travel-agent", "Travel Agent")}
     assert "CheckpointCreated" not in names
     usage = next(e for e in events if isinstance(e, ModelRequestCompletedEvent))
     assert usage.total_tokens and usage.input_tokens is not None
@@ -228,16 +229,18 @@ async def test_teams_are_listed_with_their_members(client: AgentOSClient) -> Non
 async def test_a_team_run_nests_its_members_runs(client: AgentOSClient) -> None:
     run = await client.run_team("travel-team", "Paris")
     assert isinstance(run, team.TeamRunOutput)
-    assert run.team_id == "travel-team" and run.status == "COMPLETED"
+    assert (run.team_id, run.team_name, run.status) == ("travel-team", "Travel Team", "COMPLETED")
     assert run.content == (
         "The team says: travel-agent: Here is what I found. Paris: 2.1M.; "
         "planner-agent: Here is what I found. Paris: Paris is in the plan.."
     )
     members = run.member_responses
     assert all(isinstance(m, RunOutput) for m in members)
-    assert sorted(m.agent_id or "" for m in members if isinstance(m, RunOutput)) == [
-        "planner-agent",
-        "travel-agent",
+    assert sorted(
+        (m.agent_id, m.agent_name, m.parent_run_id) for m in members if isinstance(m, RunOutput)
+    ) == [
+        ("planner-agent", "Planner Agent", run.run_id),
+        ("travel-agent", "Travel Agent", run.run_id),
     ]
     await client.cancel_team_run("travel-team", run.run_id or "")  # ended: answered as is
 
@@ -246,11 +249,16 @@ async def test_a_team_run_streams_team_events(client: AgentOSClient) -> None:
     events = [e async for e in client.run_team_stream("travel-team", "Kyoto")]
     assert isinstance(events[0], team.RunStartedEvent) and events[0].team_id == "travel-team"
     assert isinstance(events[-1], team.RunCompletedEvent)
+    own = [e for e in events if isinstance(e, team.BaseTeamRunEvent)]
+    assert {(e.team_id, e.team_name) for e in own} == {("travel-team", "Travel Team")}
     delegations = [e for e in events if isinstance(e, team.ToolCallCompletedEvent)]
     assert len(delegations) == 2  # one to each member, in one batch
     # the members' events, as AgentOS relays them: agent events of the member runs
     started = [e for e in events if isinstance(e, RunStartedEvent)]
-    assert sorted(e.agent_id for e in started) == ["planner-agent", "travel-agent"]
+    assert sorted((e.agent_id, e.agent_name) for e in started) == [
+        ("planner-agent", "Planner Agent"),
+        ("travel-agent", "Travel Agent"),
+    ]
     assert {e.parent_run_id for e in started} == {events[0].run_id}
     completed = [e for e in events if isinstance(e, RunCompletedEvent)]
     assert {e.run_id for e in completed} == {e.run_id for e in started}

@@ -146,6 +146,25 @@ def team_run(console: Console) -> dict[str, Any]:
     return run
 
 
+def continued_from_travel(
+    console: Console,
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A team run, its travel-agent's run, and the team run continued (through the API)
+    from that member's checkpoint 3 with "Only Paris, please."."""
+    run = team_run(console)
+    travel = next(m for m in run["member_responses"] if m["agent_id"] == "travel-agent")
+    body = {
+        "session_id": run["session_id"],
+        "member_run_id": travel["run_id"],
+        "continue_from": 3,
+        "input": "Only Paris, please.",
+        "stream": False,
+    }
+    runs = f"{console.base_url}/teams/travel-team/runs"
+    continued = httpx.post(f"{runs}/{run['run_id']}/continue", json=body, timeout=30).json()
+    return run, travel, continued
+
+
 def open_at_member(console: Console, run: dict[str, Any], agent_id: str, at: int) -> None:
     """Opens the team run `run` in the console at boundary `at` of `agent_id`'s run."""
     member = next(m for m in run["member_responses"] if m["agent_id"] == agent_id)
@@ -175,6 +194,16 @@ def test_a_members_checkpoint_by_its_address_and_one_of_another_run(console: Con
     console.screenshot("member-of-another-run")
 
 
+def expect_booked(page: Page, city: str) -> None:
+    """The booking team's run, resumed, completed with its member's booking of `city`."""
+    expect(page.locator("#run-title")).to_contain_text("COMPLETED")
+    _, booking = member_section(page, "booking-agent")
+    expect(booking).to_contain_text("COMPLETED")
+    expect(page.get_by_role("list", name="Transcript", exact=True)).to_contain_text(
+        f"booking-agent: Here is what I found. {city}: Booked a trip to {city}."
+    )
+
+
 def test_a_team_run_a_members_call_paused_is_decided_and_resumes_both(console: Console) -> None:
     page = console.page
     console.open()
@@ -189,12 +218,7 @@ def test_a_team_run_a_members_call_paused_is_decided_and_resumes_both(console: C
     console.screenshot("team-paused-by-a-member")
 
     page.get_by_role("button", name="Send the decisions").click()
-    expect(page.locator("#run-title")).to_contain_text("COMPLETED")
-    _, booking = member_section(page, "booking-agent")
-    expect(booking).to_contain_text("COMPLETED")
-    expect(page.get_by_role("list", name="Transcript", exact=True)).to_contain_text(
-        "booking-agent: Here is what I found. Paris: Booked a trip to Paris."
-    )
+    expect_booked(page, "Paris")
 
 
 def test_a_members_result_edited_at_its_checkpoint_forks_the_team_run(console: Console) -> None:
@@ -224,18 +248,8 @@ def test_a_members_result_edited_at_its_checkpoint_forks_the_team_run(console: C
 
 def test_two_team_runs_compared_and_a_team_session_forked(console: Console) -> None:
     page = console.page
-    run = team_run(console)
-    session_id, source = run["session_id"], run["run_id"]
-    travel = next(m for m in run["member_responses"] if m["agent_id"] == "travel-agent")
-    body = {
-        "session_id": session_id,
-        "member_run_id": travel["run_id"],
-        "continue_from": 3,
-        "input": "Only Paris, please.",
-        "stream": False,
-    }
-    runs = f"{console.base_url}/teams/travel-team/runs"
-    fork = httpx.post(f"{runs}/{source}/continue", json=body, timeout=30).json()["run_id"]
+    run, _, continued = continued_from_travel(console)
+    session_id, source, fork = run["session_id"], run["run_id"], continued["run_id"]
 
     console.open(f"#/sessions/{session_id}")
     page.get_by_role("button", name="Compare").click()
@@ -261,3 +275,67 @@ def test_two_team_runs_compared_and_a_team_session_forked(console: Console) -> N
         page.get_by_role("button", name=re.compile("^Checkpoint at message 5 of planner-agent "))
     ).to_be_visible()
     console.screenshot("team-session-forked")
+
+
+def test_an_inbox_approval_of_a_members_call_opens_the_team_run_at_that_member(
+    console: Console,
+) -> None:
+    page = console.page
+    body = {"message": "Book trips to Lagos", "stream": False}
+    run = httpx.post(f"{console.base_url}/teams/booking-team/runs", json=body, timeout=30).json()
+    assert run["status"] == "PAUSED"
+    (member,) = run["member_responses"]
+    console.open()
+    inbox = page.get_by_role("list", name="Approvals waiting")
+    item = inbox.get_by_role("listitem").filter(has_text='book_trip({"city":"Lagos"})')
+    # the member run is not one of the session's: its link is its team run's, at the member
+    item.get_by_role("link", name=f"Run {member['run_id'][:8]}").click()
+    page.wait_for_url(re.compile(f"/runs/{run['run_id']}/members/{member['run_id']}$"))
+    expect(page.locator("#run-title")).to_contain_text(f"Run {run['run_id'][:8]}")
+    expect(page.locator("#run-title")).to_contain_text("PAUSED")
+    _, booking = member_section(page, "booking-agent")
+    expect(booking).to_contain_text("PAUSED")
+    expect(booking).to_have_attribute("aria-current", "true")
+    expect(booking).to_be_focused()
+    expect(page.locator(".decision legend")).to_have_text('book_trip({"city":"Lagos"})')
+    console.screenshot("member-approval-opened")
+
+    # approved from the inbox: the team run resumes with its member, and opens at the member
+    item.get_by_role("button", name="Approve").click()
+    expect_booked(page, "Lagos")
+    expect(item).to_have_count(0)
+
+
+def test_a_member_run_is_compared_with_the_run_it_was_forked_from(console: Console) -> None:
+    page = console.page
+    run, travel, fork = continued_from_travel(console)
+    session_id, source = run["session_id"], run["run_id"]
+    forked = next(m for m in fork["member_responses"] if m["agent_id"] == "travel-agent")
+    assert forked["forked_from_run_id"] == travel["run_id"]
+
+    console.open(f"#/sessions/{session_id}/runs/{fork['run_id']}")
+    _, section = member_section(page, "travel-agent")
+    picker = section.get_by_label("Compare this run with")
+    expect(picker.locator("option")).to_have_text(
+        [f"{travel['run_id'][:8]} · the run it was forked from"]
+    )
+    assert unnamed_controls(page) == []
+    section.get_by_role("button", name="Compare").click()
+    page.wait_for_url(re.compile(f"/compare/{fork['run_id']}%2F{forked['run_id']}/"))
+    expect(page.locator("#run-title")).to_have_text(
+        f"Compare member runs {forked['run_id'][:8]} with {travel['run_id'][:8]}"
+    )
+    expect(page.get_by_role("list", name=f"Only in run {forked['run_id'][:8]}")).to_contain_text(
+        "Only Paris, please."
+    )
+    expect(page.get_by_role("list", name=f"Only in run {travel['run_id'][:8]}")).to_contain_text(
+        "Kyoto"
+    )
+    console.screenshot("member-runs-compared")
+
+    # a side's head opens its member run in its team run's tree
+    page.get_by_role("link", name=f"Run {travel['run_id'][:8]}").click()
+    page.wait_for_url(re.compile(f"/runs/{source}/members/{travel['run_id']}$"))
+    expect(page.locator("#run-title")).to_contain_text(f"Run {source[:8]}")
+    _, section = member_section(page, "travel-agent")
+    expect(section).to_have_attribute("aria-current", "true")

@@ -58,6 +58,7 @@ async def paused(client: Client) -> dict[str, Any]:
     listed = await client.get("/approvals", params={"run_id": member["run_id"]})
     [approval] = listed.json()["data"]
     assert (approval["tool_name"], approval["agent_id"]) == ("book_trip", "booking-agent")
+    assert approval["parent_run_id"] == run["run_id"]  # the team run, for a client to open
     (call,) = member["messages"][-1]["tool_calls"]
     return dict(run) | {"approval": approval, "call": call["id"]}
 

@@ -14,7 +14,15 @@ MEMBERS = ("travel-agent", "planner-agent")
 
 def said(event: Event) -> dict[str, Any]:
     """What an event says, but for where it is (its ids, its time)."""
-    ids = ("agent_id", "team_id", "run_id", "parent_run_id", "created_at")
+    ids = (
+        "agent_id",
+        "agent_name",
+        "team_id",
+        "team_name",
+        "run_id",
+        "parent_run_id",
+        "created_at",
+    )
     return {k: v for k, v in event.data.items() if k not in ids}
 
 
@@ -32,12 +40,20 @@ async def test_a_team_runs_stream_carries_its_members_events_in_order(client: Cl
     ids = [e.id for e in events]
     assert ids == sorted(set(ids))
     own = [e for e in events if "team_id" in e.data]
-    assert all(e.data["team_id"] == "travel-team" and e.name.startswith("Team") for e in own)
+    assert all(e.name.startswith("Team") for e in own)
+    assert {(e.data["team_id"], e.data["team_name"]) for e in own} == {
+        ("travel-team", "Travel Team")
+    }
+    assert not any("agent_id" in e.data or "agent_name" in e.data for e in own)
     assert own[0].name == "TeamRunStarted" and events[-1].name == "TeamRunCompleted"
     delegated = [i for i, e in enumerate(events) if e.name == "TeamToolCallStarted"]
     answered = [i for i, e in enumerate(events) if e.name == "TeamToolCallCompleted"]
     members = [e for e in events if "team_id" not in e.data]
-    assert {e.data["agent_id"] for e in members} == set(MEMBERS)
+    assert {(e.data["agent_id"], e.data["agent_name"]) for e in members} == {
+        ("travel-agent", "Travel Agent"),
+        ("planner-agent", "Planner Agent"),
+    }
+    assert not any("team_id" in e.data or "team_name" in e.data for e in members)
     assert all(e.data["parent_run_id"] == team_run_id for e in members)
     # all of them between the delegations and their answers
     assert all(delegated[-1] < events.index(e) < answered[0] for e in members)

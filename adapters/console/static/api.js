@@ -96,6 +96,12 @@ export const api = {
     json(path`/teams/${teamId}/runs/${runId}/members/${memberRunId}/checkpoints/${index}?session_id=${sessionId}`),
   diff: (agentId, runId, sessionId, otherRunId) =>
     json(runner(agentId) + path`/runs/${runId}/diff?session_id=${sessionId}&other_run_id=${otherRunId}`),
+  // two member runs of a team's runs (each through its team run): the team diff's nodes
+  memberDiff: (teamId, runId, memberRunId, sessionId, otherRunId, otherMemberRunId) =>
+    json(
+      path`/teams/${teamId}/runs/${runId}/diff?session_id=${sessionId}&member_run_id=${memberRunId}` +
+        path`&other_run_id=${otherRunId}&other_member_run_id=${otherMemberRunId}`,
+    ),
   approvals: () => json("/approvals?status=pending&limit=100"),
   resolveApproval: (approvalId, body) => json(path`/approvals/${approvalId}/resolve`, post(body)),
   schedules: () => json("/schedules?limit=1000"),

@@ -1,212 +1,50 @@
-// The console: routes (#/sessions/{id}/runs/{id}/at/{k}), panels, and the streams it starts.
-// Every datum comes from the public HTTP API (api.js).
+// The console: the router, the run panel, and the streams it starts. Every datum comes
+// from the public HTTP API (api.js).
 
 import { api, ApiError, FINAL_EVENTS, isTeam } from "./api.js";
-import { compareForm, diffView } from "./compare.js";
+import { compareView } from "./compare.js";
 import { setUpSignOut } from "./credentials.js";
 import { decisionForm } from "./decisions.js";
-import { empty, errorBox, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
+import { empty, errorBox, fact, fill, h, loading, shortId, statusBadge, when } from "./dom.js";
 import { editActions } from "./edits.js";
 import { loadInbox } from "./inbox.js";
+import { renderSnapshot, showNoSnapshot, snapshotTitle } from "./inspector.js";
 import { loadMembers, memberRuns } from "./members.js";
-import { checkpointLabel, LiveRun, timelineStrip, transcript } from "./transcript.js";
-import { lineageText, renderRunTree, renderSessions, runForest } from "./tree.js";
-
-const $ = (id) => document.getElementById(id);
-
-const state = {
-  sessions: null, // the sessions list once loaded
-  sessionId: null,
-  session: null, // {session, runs} once loaded
-  run: null, // {run, checkpoints, members} once loaded (members: a team run's, else [])
-  at: null, // the selected boundary
-  member: null, // the member run (of a team run) whose boundary `at` is, if one is
-  live: null, // the LiveRun being streamed
-};
-
-// -- routes -----------------------------------------------------------------------------
-
-const href = {
-  session: (sessionId) => `#/sessions/${encodeURIComponent(sessionId)}`,
-  // a boundary of the run, or of one of its member runs (a team run's)
-  run: (sessionId, runId, at = null, member = null) =>
-    `${href.session(sessionId)}/runs/${encodeURIComponent(runId)}` +
-    `${member === null ? "" : `/members/${encodeURIComponent(member)}`}${at === null ? "" : `/at/${at}`}`,
-  compare: (sessionId, a, b) =>
-    `${href.session(sessionId)}/compare/${encodeURIComponent(a)}/${encodeURIComponent(b)}`,
-};
-
-function parseRoute() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
-  const route = { sessionId: null, runId: null, at: null, member: null, compare: null };
-  if (parts[0] === "sessions" && parts[1]) route.sessionId = parts[1];
-  if (parts[2] === "runs" && parts[3]) route.runId = parts[3];
-  if (parts[2] === "compare" && parts[3] && parts[4]) route.compare = [parts[3], parts[4]];
-  let rest = parts.slice(4);
-  if (rest[0] === "members" && rest[1]) [route.member, rest] = [rest[1], rest.slice(2)];
-  if (rest[0] === "at" && /^\d+$/.test(rest[1] || "")) route.at = Number(rest[1]);
-  else route.member = null; // a member run is shown at one of its boundaries only
-  return route;
-}
-
-let after = {}; // what the next route does besides routing: {focus, reload}
-
-// Navigates to `url`, then focuses the element `focus`; `reload` refetches what is shown.
-function go(url, focus, reload = false) {
-  after = { focus, reload };
-  if (location.hash === url) route();
-  else location.hash = url;
-}
+import { $, follow, go, href, parseRoute, state, taken } from "./routes.js";
+import { highlightRun, loadSessions, renderSession, renderSessionList, showSession } from "./sessions.js";
+import { LiveRun, timelineStrip, transcript } from "./transcript.js";
 
 async function route() {
   const { sessionId, runId, at, member, compare } = parseRoute();
-  const { focus, reload } = after;
-  after = {};
+  const { focus, reload } = taken();
   state.live = null; // a stream still going on keeps going, but no longer owns the run panel
   if (sessionId !== state.sessionId || reload || !state.session) await showSession(sessionId, runId);
   else highlightRun(runId);
   if (compare !== null) {
     state.run = null;
-    await showCompare(sessionId, ...compare);
+    showNoSnapshot();
+    await compareView(sessionId, compare, { teamOf: (runId) => agentOf(sessionId, runId) });
   } else if (runId === null) {
     state.run = null;
     showNoRun(sessionId);
   } else if (reload || state.run?.run.run_id !== runId) {
     await showRun(sessionId, runId);
   }
-  await select(at, member);
+  await select(at, at === null ? null : member);
   renderSessionList();
-  if (focus) $(focus)?.focus();
+  if (at === null && member !== null) showMember(member);
+  else if (focus) $(focus)?.focus();
 }
 
-// -- sessions ---------------------------------------------------------------------------
-
-async function loadSessions() {
-  const box = $("sessions");
-  if (!state.sessions) fill(box, loading("Loading sessions…"));
-  try {
-    state.sessions = (await api.sessions()).data;
-  } catch (error) {
-    state.sessions = null;
-    fill(box, errorBox(error, { retry: loadSessions }));
-    return;
-  }
-  renderSessionList();
-}
-
-function renderSessionList() {
-  if (!state.sessions) return;
-  fill(
-    $("sessions"),
-    state.sessions.length
-      ? renderSessions(state.sessions, {
-          href: (s) => href.session(s.session_id),
-          current: state.sessionId,
-        })
-      : empty("No sessions yet. Start a run above."),
-  );
-}
-
-async function showSession(sessionId, runId) {
-  state.sessionId = sessionId;
-  state.session = null;
-  const body = $("session-body");
-  if (sessionId === null) {
-    $("session-title").textContent = "Runs";
-    fill(body, empty("Pick a session, or start a run: its runs appear here as a tree of forks."));
-    return;
-  }
-  $("session-title").textContent = `Session ${sessionId}`;
-  fill(body, loading("Loading the session…"));
-  try {
-    const [session, runs] = await Promise.all([api.session(sessionId), api.sessionRuns(sessionId)]);
-    state.session = { session, runs };
-  } catch (error) {
-    fill(body, errorBox(error, { title: error.status === 404 ? "Unknown session" : null, retry: () => go(location.hash, null, true) }));
-    return;
-  }
-  renderSession(runId);
-}
-
-function renderSession(runId) {
-  const { session, runs } = state.session;
-  const forkButton = h(
-    "button",
-    { type: "button", class: "ghost small", onclick: forkSession },
-    "Fork session",
-  );
-  fill(
-    $("session-body"),
-    h(
-      "div",
-      { class: "session-head" },
-      h(
-        "p",
-        { class: "meta" },
-        `${isTeam(session.agent_id) ? "Team" : "Agent"} ${session.agent_id} · created `,
-        when(session.created_at),
-        session.forked_from_session_id
-          ? [" · fork of ", h("a", { href: href.session(session.forked_from_session_id) }, session.forked_from_session_id)]
-          : null,
-      ),
-      forkButton,
-    ),
-    // Session checkpoints (list, create with a label, roll back, fork) belong here, beside the
-    // run tree, once the session dialect (/v2/agents/sessions/{id}/checkpoints) is served.
-    runs.length
-      ? h(
-          "nav",
-          { "aria-label": `Runs of session ${session.session_id}` },
-          renderRunTree(runForest(runs), {
-            href: (r) => href.run(session.session_id, r.run_id),
-            current: runId,
-          }),
-        )
-      : empty("This session has no runs yet."),
-    runs.length > 1
-      ? compareForm(runs, {
-          base: runs[0].run_id,
-          other: runs[runs.length - 1].run_id,
-          compare: (a, b) => go(href.compare(session.session_id, a, b), "run-title"),
-        })
-      : null,
-  );
-}
-
-// Two runs of the session side by side, from their common checkpoint.
-async function showCompare(sessionId, a, b) {
-  $("run-title").textContent = `Compare ${shortId(a)} with ${shortId(b)}`;
-  showNoSnapshot();
-  const body = fill($("run-body"), loading("Comparing…"));
-  const agentId = agentOf(sessionId, a);
-  try {
-    const diff = await api.diff(agentId, a, sessionId, b);
-    fill(body, diffView(diff, { href: (runId) => href.run(sessionId, runId) }));
-  } catch (error) {
-    fill(body, errorBox(error, { retry: () => go(location.hash, null, true) }));
-  }
-}
-
-function highlightRun(runId) {
-  for (const a of document.querySelectorAll("#session-body .tree-node")) {
-    const id = a.closest(".tree-item").dataset.runId;
-    if (id === runId) a.setAttribute("aria-current", "page");
-    else a.removeAttribute("aria-current");
-  }
-}
-
-async function forkSession(event) {
-  const button = event.currentTarget;
-  const { session } = state.session;
-  button.disabled = true;
-  try {
-    const forked = await api.forkSession(session.agent_id, session.session_id);
-    await loadSessions();
-    go(href.session(forked.session_id), "session-title");
-  } catch (error) {
-    button.after(errorBox(error));
-  } finally {
-    button.disabled = false;
+// A member run addressed without a boundary (an approval's, from the inbox): its section of
+// the team run's tree, marked, in view and focused.
+function showMember(member) {
+  for (const section of document.querySelectorAll("#run-body .member-run")) {
+    if (section.dataset.memberRunId !== member) continue;
+    section.setAttribute("aria-current", "true");
+    section.tabIndex = -1;
+    section.scrollIntoView({ block: "start" });
+    section.focus();
   }
 }
 
@@ -289,6 +127,7 @@ function renderRun() {
     selected: state.member === null ? null : { memberRunId: state.member, at: state.at },
     select: (member, k) => selectAt(k, member.run_id),
     fork: resume,
+    compare: (a, b) => go(href.compare(run.session_id, a, b), "run-title"),
   });
   fill(
     $("run-title"),
@@ -330,27 +169,6 @@ function renderRun() {
   );
 }
 
-function fact(term, value, className = null) {
-  return h("div", { class: className }, h("dt", {}, term), h("dd", {}, value));
-}
-
-// -- a snapshot, and continue from here -------------------------------------------------
-
-function showNoSnapshot() {
-  $("inspector-title").textContent = "Snapshot";
-  fill(
-    $("inspector-body"),
-    empty(
-      !state.run
-        ? "A run's snapshots appear here."
-        : state.run.checkpoints.length
-          ? "Select a checkpoint to see the run as it was there, and to continue from it."
-          : "This run has no checkpoint to look at or continue from yet.",
-    ),
-  );
-}
-
-// Selects boundary `at` of the run, or of its member run `member` (a team run's).
 async function select(at, member = null) {
   if (state.at !== at || state.member !== member) {
     [state.at, state.member] = [at, member];
@@ -376,86 +194,9 @@ async function select(at, member = null) {
     return;
   }
   if (state.at !== at || state.member !== member || state.run?.run.run_id !== run.run_id) return; // moved on meanwhile
-  renderSnapshot(snap, owner);
+  renderSnapshot(snap, owner, stream);
 }
 
-const snapshotTitle = (at, owner) => `Snapshot${owner ? ` of ${owner.agent_id}'s run` : ""} at message ${at}`;
-
-// A snapshot of the run, or of its member run `owner` (a team run's).
-function renderSnapshot(snap, owner) {
-  const { run } = state.run;
-  const s = snap.snapshot;
-  const cp = snap.checkpoint;
-  $("inspector-title").textContent = snapshotTitle(snap.message_index, owner);
-  const form = continueForm(run, snap.message_index, owner);
-  fill(
-    $("inspector-body"),
-    snap.message_index !== snap.requested_message_index
-      ? h("p", { class: "note" }, `Asked for ${snap.requested_message_index}; moved to ${snap.message_index} so that no tool call loses its result.`)
-      : null,
-    h(
-      "dl",
-      { class: "facts" },
-      fact("Status then", statusBadge(s.status)),
-      fact("Messages kept", String(s.message_count)),
-      fact("Tokens then", `${s.metrics.input_tokens} in · ${s.metrics.output_tokens} out`),
-      fact("Tool calls then", String((s.tools || []).length)),
-      cp ? fact("Checkpoint", `${cp.reason} · ${cp.policy}`) : fact("Checkpoint", "none at this boundary"),
-      cp ? fact("Written", when(cp.created_at)) : null,
-    ),
-    h("h3", { class: "section-title" }, "Content then"),
-    s.content ? h("blockquote", { class: "snapshot-content" }, s.content) : empty("No content yet."),
-    cp?.message_preview
-      ? h("p", { class: "meta" }, `Last message (${cp.message_role}): `, h("q", {}, cp.message_preview))
-      : null,
-    form,
-    h("p", { class: "meta" }, "Or change what came before it: the transcript's Edit buttons make a new run forked here with your edit."),
-  );
-}
-
-// Continue the run from boundary `at`, or from boundary `at` of its member run `owner`: a
-// new team run then holds the leader's messages up to that member's delegation, and a
-// fork of the member's run answers it.
-function continueForm(run, at, owner) {
-  const errors = h("div", { class: "form-errors" });
-  const input = h("textarea", { id: "continue-input", name: "input", rows: "3", required: true, placeholder: "e.g. Only Paris, please." });
-  const model = h("input", { id: "continue-model", name: "model", autocomplete: "off", spellcheck: "false", placeholder: (owner ? owner.run?.model : run.model) || "" });
-  const submit = h("button", { type: "submit", class: "primary" }, "Continue from here");
-  const whose = owner ? `${owner.agent_id}'s ` : "";
-  const form = h(
-    "form",
-    { class: "stack continue-form", "aria-labelledby": "continue-title" },
-    h("h3", { id: "continue-title", class: "section-title" }, `Continue ${owner ? `${whose}run ` : ""}from message ${at}`),
-    h(
-      "p",
-      { class: "meta" },
-      owner
-        ? `Makes a new team run in which ${whose}run goes on from here, and the leader then from its new answer; this run stays as it is.`
-        : at < run.message_count
-          ? "Makes a new run forked here; this run stays as it is."
-          : "Continues after the end of this run.",
-    ),
-    h("label", { for: "continue-input" }, "New input"),
-    input,
-    h("label", { for: "continue-model" }, "Model ", h("span", { class: "hint" }, "(optional; blank keeps the run's model)")),
-    model,
-    submit,
-    errors,
-  );
-  form.addEventListener("submit", async (event) => {
-    event.preventDefault();
-    const body = { session_id: run.session_id, continue_from: at, input: input.value };
-    if (owner) body.member_run_id = owner.run_id;
-    if (model.value.trim()) body.model = model.value.trim();
-    await stream({
-      title: `Continuing run ${shortId(run.run_id)} from ${whose}message ${at}`,
-      events: api.continueRun(run.agent_id, run.run_id, body),
-      submit,
-      errors,
-    });
-  });
-  return form;
-}
 
 // -- streams ----------------------------------------------------------------------------
 
@@ -582,15 +323,22 @@ function setUpNewRun() {
 
 // -- the approvals inbox ----------------------------------------------------------------
 
+// An approval's run: a member run's (a team's member paused) is shown in its team run's
+// tree, at the member run's last checkpoint.
+const approvalHref = (a) =>
+  a.parent_run_id === null ? href.run(a.session_id, a.run_id) : href.run(a.session_id, a.parent_run_id, null, a.run_id);
+
 function refreshInbox() {
   return loadInbox($("inbox"), {
-    open: (a) => href.run(a.session_id, a.run_id),
-    // its run resumed on the server, in the background: show it once it stops again
+    open: approvalHref,
+    // its run (a member's: its team run) resumed on the server, in the background: show it
+    // once it stops again
     resolved: async (a) => {
       await refreshInbox();
-      await stopped(a.agent_id, a.run_id, a.session_id);
+      if (a.parent_run_id === null) await stopped(a.agent_id, a.run_id, a.session_id);
+      else await stopped((await api.session(a.session_id)).agent_id, a.parent_run_id, a.session_id);
       await Promise.all([loadSessions(), refreshInbox()]);
-      go(href.run(a.session_id, a.run_id), "run-title", true);
+      go(approvalHref(a), "run-title", true);
     },
   });
 }
@@ -611,6 +359,7 @@ async function stopped(agentId, runId, sessionId) {
 
 // -- start ------------------------------------------------------------------------------
 
+follow(route);
 setUpNewRun();
 setUpSignOut();
 $("sessions-refresh").addEventListener("click", loadSessions);

@@ -1,8 +1,32 @@
 // Two runs of a session's tree side by side from their common checkpoint: what the diff
 // (GET .../runs/{id}/diff) says each holds past it, with added, removed and edited marked.
 
-import { h, shortId, statusBadge } from "./dom.js";
+import { api } from "./api.js";
+import { errorBox, fill, h, loading, shortId, statusBadge } from "./dom.js";
+import { $, go, href } from "./routes.js";
 import { messageItem } from "./transcript.js";
+
+// Fills the run panel with the diff of two nodes of a session's tree (routes.js `node`): two
+// runs, or two member runs, each through its team run; `teamOf(runId)` is the agent (or
+// team) of one of the session's runs.
+export async function compareView(sessionId, [a, b], { teamOf }) {
+  const name = (n) => shortId(n.memberRunId ?? n.runId);
+  $("run-title").textContent = `Compare ${a.memberRunId ? "member runs " : ""}${name(a)} with ${name(b)}`;
+  const body = fill($("run-body"), loading("Comparing…"));
+  const teamRuns = new Map([a, b].map((n) => [n.memberRunId, n.runId]));
+  // a member run opens in its team run's tree
+  const link = (runId) =>
+    teamRuns.has(runId) ? href.run(sessionId, teamRuns.get(runId), null, runId) : href.run(sessionId, runId);
+  try {
+    const diff =
+      a.memberRunId === null
+        ? await api.diff(teamOf(a.runId), a.runId, sessionId, b.runId)
+        : await api.memberDiff(teamOf(a.runId), a.runId, a.memberRunId, sessionId, b.runId, b.memberRunId);
+    fill(body, diffView(diff, { href: link }));
+  } catch (error) {
+    fill(body, errorBox(error, { retry: () => go(location.hash, null, true) }));
+  }
+}
 
 // Two pickers of the session's runs and a button; `compare(a, b)` once both are chosen.
 export function compareForm(runs, { base, other, compare }) {

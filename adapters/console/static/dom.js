@@ -81,3 +81,8 @@ export function onSubmit(form, errors, build, send) {
     await send(body);
   });
 }
+
+// A term and its value in a list of facts (<dl>).
+export function fact(term, value, className = null) {
+  return h("div", { class: className }, h("dt", {}, term), h("dd", {}, value));
+}

@@ -4,6 +4,7 @@
 import { api } from "./api.js";
 import { empty, h, shortId, statusBadge } from "./dom.js";
 import { editActions } from "./edits.js";
+import { node } from "./routes.js";
 import { transcript } from "./transcript.js";
 
 // The member runs a team run's timeline lists (under the checkpoint after their delegation,
@@ -25,15 +26,55 @@ export async function loadMembers(run, timeline) {
 
 // The team transcript's nested part: for the team run's message `index`, the member runs of
 // the delegation calls it makes. `selected` is {memberRunId, at} when a member's boundary
-// is, `select(member, at)` selects one, and `fork(body, ...)` continues the team run (the
-// Edit buttons at a selected boundary fork the member's run with an edit).
-export function memberRuns(run, members, { selected, select, fork }) {
+// is, `select(member, at)` selects one, `fork(body, ...)` continues the team run (the
+// Edit buttons at a selected boundary fork the member's run with an edit), and
+// `compare(a, b)` opens the diff of two member runs (routes.js `node`s).
+export function memberRuns(run, members, { selected, select, fork, compare }) {
   const byCall = new Map(members.map((m) => [m.tool_call_id, m]));
   const context = { teamRunId: run.run_id, selected, select, fork };
+  const others = (member) => comparable(run, members, member);
   return (index) =>
     (run.messages[index].tool_calls || [])
       .filter((call) => byCall.has(call.id))
-      .map((call) => memberRun(byCall.get(call.id), context));
+      .map((call) => {
+        const member = byCall.get(call.id);
+        const section = memberRun(member, context);
+        const form = compareWith(node(run.run_id, member.run_id), others(member), compare);
+        if (form) section.querySelector(".member-head").after(form);
+        return section;
+      });
+}
+
+// The runs of the same member that `member`'s run can be compared with: the team run's
+// other runs of that member (its own and those it inherited), and the run it was forked
+// from, in the team run this one was continued from.
+function comparable(run, members, member) {
+  const found = members
+    .filter((m) => m.agent_id === member.agent_id && m.run_id !== member.run_id)
+    .map((m) => ({ node: node(run.run_id, m.run_id), label: `${shortId(m.run_id)} · ${m.status}` }));
+  if (member.forked_from_run_id && run.forked_from_run_id && !run.forked_from_session_id) {
+    const source = node(run.forked_from_run_id, member.forked_from_run_id);
+    found.push({ node: source, label: `${shortId(member.forked_from_run_id)} · the run it was forked from` });
+  }
+  return found;
+}
+
+function compareWith(self, others, compare) {
+  if (!others.length) return null;
+  const id = `compare-member-${self.memberRunId}`;
+  const picker = h("select", { id }, others.map((o, i) => h("option", { value: String(i) }, o.label)));
+  const form = h(
+    "form",
+    { class: "member-compare" },
+    h("label", { for: id }, "Compare this run with "),
+    picker,
+    h("button", { type: "submit", class: "small" }, "Compare"),
+  );
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    compare(self, others[Number(picker.value)].node);
+  });
+  return form;
 }
 
 function memberRun(member, { teamRunId, selected, select, fork }) {
