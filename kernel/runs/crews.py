@@ -55,6 +55,8 @@ class Crews:
             run = await self._start(member, crew_run, call, task)
         elif run.status is RunStatus.PAUSED or run.status in IN_FLIGHT:
             run = await self._resume(member, run)
+        else:
+            await self._catch_up(run)
         return await self._answer(run, member_id)
 
     @staticmethod
@@ -99,10 +101,18 @@ class Crews:
             await self.storage.save(run, [], None)
         except Conflict:  # the lease watch, or another process, took it
             return await self.executor.follow(run).result()
+        if not unstarted:  # claimed: nobody else adds to its log
+            await self._catch_up(run)
         handle = await self.executor.begin(
             member, run, [], stream=False, background=False, resumed=not unstarted
         )
         return await handle.result()
+
+    async def _catch_up(self, run: Run) -> None:
+        """Relay the member run's events that were stored but not relayed to its crew run's
+        log (its process died between), before it goes on."""
+        if (log := self.executor.relay_of(run)) is not None:
+            await log.catch_up(run)
 
     async def _answer(self, run: Run, member_id: str) -> str:
         if run.status is RunStatus.COMPLETED:

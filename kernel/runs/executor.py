@@ -130,7 +130,7 @@ class Executor:
             return await self._enqueue(run, incoming)
         return await self._start(agent, run, incoming, stream, resumed=resumed, born=not resumed)
 
-    def _relay(self, run: Run) -> EventLog | None:
+    def relay_of(self, run: Run) -> EventLog | None:
         """The event log a member run's events are relayed to: its crew run's, if that
         run executes here (its leader runs its delegations) and streams its members'."""
         if run.parent_run_id is None or (crew := self._active.get(run.parent_run_id)) is None:
@@ -216,7 +216,7 @@ class Executor:
             outlast,
             lambda: stream or self.streams.following(run.run_id),
         )
-        events.relay = self._relay(run)
+        events.relay = self.relay_of(run)
         execution = Execution(
             agent=agent,
             model=self._model(agent, run),
