@@ -30,10 +30,10 @@ from runpoint.core.types import (
     new_id,
 )
 from runpoint.durable import idempotency
-from runpoint.reads import continue_points
 from runpoint.runs import member_continue
 from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Continuation, ContinueRun
+from runpoint.runs.crews import end_cancelled
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
 from runpoint.runs.fan_out import FanOut, fan_out
 from runpoint.seams.agent import Agent
@@ -227,13 +227,8 @@ class Commands:
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
             return run  # cancel is idempotent: an ended run answers as it is
-        in_doubt = None
-        if run.status in IN_FLIGHT:  # its process died: say which calls it may have left
-            in_doubt = await continue_points.calls_in_doubt(self.storage, run)
-        run.cancel(in_doubt)
-        self.leases.stamp(run)
         try:
-            await self.storage.save(run, [], None)
+            await end_cancelled(self.storage, self.leases, run)
         except Conflict:  # a process took it off the queue meanwhile: ask that one to stop
             return await self.cancel(run_id, session_id=session_id, agent_id=agent_id)
         return run

@@ -12,6 +12,8 @@ and none runs a finished tool call again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -19,13 +21,18 @@ from typing import TYPE_CHECKING, Any
 from runpoint.core import transcript
 from runpoint.core.errors import Conflict, InvalidRequest
 from runpoint.core.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Segment, ToolCall
+from runpoint.durable.leases import Leases
+from runpoint.reads import continue_points
 from runpoint.runs import tool_calls
 from runpoint.runs.context import RunContext
 from runpoint.seams.agent import Agent
 from runpoint.seams.crew import Crew, MembersPaused, member_run_id
+from runpoint.seams.storage import Storage
 
 if TYPE_CHECKING:
     from runpoint.runs.executor import Executor
+
+log = logging.getLogger("runpoint.recovery")
 
 
 class Crews:
@@ -169,3 +176,37 @@ class Crews:
         """The crew run's member runs that have not ended (cancelled with it)."""
         alive = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
         return [r for r in await self.storage.member_runs(crew_run.run_id) if r.status in alive]
+
+    async def settle(self, crew_run: Run) -> None:
+        """End the member runs that the crew run, now ended, left in flight: nobody would
+        resume them (its leader delegates no more). So are those of a process that died
+        while its crew run was cancelled or given up, and those of a leader from before
+        delegating turns were written first (its calls asked again, under new ids)."""
+        try:
+            for member in await self.storage.member_runs(crew_run.run_id):
+                if not self.leases.is_held_elsewhere(member) and not self.executor.is_executing(
+                    member.run_id
+                ):
+                    await self.left_behind(member)
+        except Exception:  # the crew run has ended all the same
+            log.exception("members of run %s left for the lease watch", crew_run.run_id)
+
+    async def left_behind(self, member: Run) -> None:
+        """Cancel a member run in flight that its ended crew run left (`settle`; the lease
+        watch finds them too: `Storage.expired_runs`)."""
+        if member.status in IN_FLIGHT:
+            with contextlib.suppress(Conflict):  # another writer took it: it is theirs
+                await end_cancelled(self.storage, self.leases, member)
+                log.info("member run %s, left by its ended team run, cancelled", member.run_id)
+
+
+async def end_cancelled(storage: Storage, leases: Leases, run: Run) -> None:
+    """End a run that nobody executes (paused, or its process died) as cancelled, naming
+    the calls its lost process may have left in doubt. Conflict if another writer took
+    it meanwhile."""
+    in_doubt = None
+    if run.status in IN_FLIGHT:
+        in_doubt = await continue_points.calls_in_doubt(storage, run)
+    run.cancel(in_doubt)
+    leases.stamp(run)
+    await storage.save(run, [], None)
