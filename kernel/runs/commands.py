@@ -216,13 +216,20 @@ class Commands:
         boundary; one nobody executes (paused, or its process died) ends now; one that
         already ended stays as it is (cancel is idempotent: the answer says its status)."""
         run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
-        # first, so that a crew run executing here gives no task to a member from now on
+        # first, so that a crew run gives no task to a member from now on: executing here,
+        # or elsewhere (its delegation reads the request once its member run is written:
+        # a member run this sweep does not find is cancelled there)
         here = self.executor.cancel(run_id)
+        elsewhere = (
+            not here
+            and self.leases.is_held_elsewhere(run)
+            and await self.storage.request_cancel(run_id)
+        )
         for member in await self.executor.crews.unfinished_members(run):  # its tree with it
             await self.cancel(member.run_id)
         if here:
             return run
-        if self.leases.is_held_elsewhere(run) and await self.storage.request_cancel(run_id):
+        if elsewhere:
             run.request_cancel()
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):

@@ -91,6 +91,10 @@ class Crews:
         incoming = [Message(role="user", content=task)]
         self.executor.accept(run, background=False, stream=False)
         await self.storage.create_runs([run], {run_id: incoming})
+        # a cancel of the crew run from another process asks it, then cancels the member
+        # runs it finds: one written after it looked is cancelled here (it stops at once)
+        if (crew := await self.storage.get_run(crew_run.run_id)) and crew.cancel_requested:
+            run.request_cancel()
         handle = await self.executor.begin(member, run, incoming, stream=False, background=False)
         return await handle.result()
 
