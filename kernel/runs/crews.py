@@ -16,12 +16,14 @@ import contextlib
 import logging
 from collections import Counter
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runpoint.core import transcript
 from runpoint.core.errors import Conflict, InvalidRequest
 from runpoint.core.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Segment, ToolCall
 from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outlast
 from runpoint.reads import continue_points
 from runpoint.runs import tool_calls
 from runpoint.runs.context import RunContext
@@ -40,6 +42,7 @@ class Crews:
         self.storage = context.storage
         self.queries = context.queries
         self.leases = context.leases
+        self.outages = context.outages
         self.executor = executor
 
     async def delegate(self, crew_run: Run, call: ToolCall, member_id: str, task: str) -> str:
@@ -51,7 +54,16 @@ class Crews:
             raise ValueError(f"no member {member_id!r} in this team (members: {known})")
         if self.executor.cancelling(crew_run.run_id):  # its members are being cancelled
             raise RuntimeError(f"the team run was cancelled: {member_id} was not given the task")
-        member = self.queries.agent(member_id)
+        # through an outage, as the crew run's writes are (while it holds its lease): run
+        # again, the delegation finds its member run where the outage left it; past the
+        # lease, the outage stops the crew run (not a failure of the call: see
+        # `tool_calls.run`), for the lease watch to resume
+        outlast = Outlast(self.outages, self.leases, crew_run)
+        run = await outlast(partial(self._run, self.queries.agent(member_id), crew_run, call, task))
+        return await outlast(partial(self._answer, run, member_id))
+
+    async def _run(self, member: Agent, crew_run: Run, call: ToolCall, task: str) -> Run:
+        """The delegation's member run, started, resumed or read, once it stopped."""
         run_id = member_run_id(crew_run.run_id, call.id)
         run = await self.storage.get_run(run_id)
         # executed by another process, or it was until its lease runs out (it died)
@@ -59,12 +71,11 @@ class Crews:
             await asyncio.sleep(self.leases.lease_seconds / 10)
             run = await self.storage.get_run(run_id)
         if run is None:
-            run = await self._start(member, crew_run, call, task)
-        elif run.status is RunStatus.PAUSED or run.status in IN_FLIGHT:
-            run = await self._resume(member, run)
-        else:
-            await self._catch_up(run)
-        return await self._answer(run, member_id)
+            return await self._start(member, crew_run, call, task)
+        if run.status is RunStatus.PAUSED or run.status in IN_FLIGHT:
+            return await self._resume(member, run)
+        await self._catch_up(run)
+        return run
 
     @staticmethod
     def _unstarted(run: Run) -> bool:
