@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection
 
-from sqlalchemy import Select, bindparam, exists, literal_column, or_, select, update
+from sqlalchemy import ColumnElement, Select, bindparam, exists, literal_column, or_, select, update
 
 from runpoint.core.types import Run, RunStatus
 from runpoint.plugins.sql.database import Database
@@ -18,7 +18,9 @@ _BATCH = 20
 _crew = runs.alias("crew")
 # a crew run that may still delegate: its member runs are its to resume (literals: the
 # statement is compiled once, see `Database.read`)
-_GOING = [literal_column(f"'{s}'") for s in (*IN_FLIGHT, RunStatus.PAUSED.value)]
+_GOING: list[ColumnElement[str]] = [
+    literal_column(f"'{s}'") for s in (*IN_FLIGHT, RunStatus.PAUSED.value)
+]
 
 
 class SqlLeases:

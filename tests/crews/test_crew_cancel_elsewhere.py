@@ -6,7 +6,7 @@ member whose run was written just after the cancel looked for the members."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +61,7 @@ async def test_a_member_written_just_after_a_cancel_from_elsewhere_looked_is_can
 
 
 @pytest.fixture
-def servers(database: str, tmp_path: Path) -> list[Server]:
+def servers(database: str, tmp_path: Path) -> Iterator[list[Server]]:
     started: list[Server] = []
     try:
         for _ in range(2):  # one after the other: the first migrates the database
@@ -70,7 +70,7 @@ def servers(database: str, tmp_path: Path) -> list[Server]:
             )
             server.start()
             started.append(server)
-        yield started  # type: ignore[misc]
+        yield started
     finally:
         for server in started:
             server.kill()
