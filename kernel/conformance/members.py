@@ -68,3 +68,32 @@ async def expired_runs_leave_member_runs_to_their_leaders(store: Storage) -> Non
     await store.create_sessions([session], [crew, *members])
     found = await store.expired_runs(now(), [session.agent_id])
     assert [r.run_id for r in found] == [crew.run_id], [r.run_id for r in found]
+
+
+@check(Capability.LEASES)
+async def expired_runs_give_the_member_runs_their_crew_run_ended_without(
+    store: Storage,
+) -> None:
+    """A member run in flight whose crew run ended was left behind (its process died, or
+    its leader went on without it): nobody would resume it, so it is found, to be settled;
+    those of a crew run that goes on (PAUSED included) are not."""
+    session, past = build.session(), now() - 1
+    crews = {
+        status: build.run(session, status=status, lease_owner="gone", lease_expires_at=past)
+        for status in (RunStatus.COMPLETED, RunStatus.CANCELLED, RunStatus.PAUSED)
+    }
+    members = {
+        status: build.run(
+            session,
+            status=RunStatus.RUNNING,
+            lease_owner="gone",
+            lease_expires_at=past,
+            parent_run_id=crew.run_id,
+            parent_tool_call_id="call-1",
+        )
+        for status, crew in crews.items()
+    }
+    await store.create_sessions([session], [*crews.values(), *members.values()])
+    found = {r.run_id for r in await store.expired_runs(now(), [session.agent_id])}
+    left = {members[RunStatus.COMPLETED].run_id, members[RunStatus.CANCELLED].run_id}
+    assert found == left, found

@@ -30,10 +30,10 @@ from runpoint.core.types import (
     new_id,
 )
 from runpoint.durable import idempotency
-from runpoint.reads import continue_points
 from runpoint.runs import member_continue
 from runpoint.runs.context import RunContext
 from runpoint.runs.continuation import Continuation, ContinueRun
+from runpoint.runs.crews import end_cancelled
 from runpoint.runs.executor import POLL_SECONDS, Executor, RunHandle
 from runpoint.runs.fan_out import FanOut, fan_out
 from runpoint.seams.agent import Agent
@@ -216,24 +216,26 @@ class Commands:
         boundary; one nobody executes (paused, or its process died) ends now; one that
         already ended stays as it is (cancel is idempotent: the answer says its status)."""
         run = await self.queries.run(run_id, session_id=session_id, agent_id=agent_id)
-        # first, so that a crew run executing here gives no task to a member from now on
+        # first, so that a crew run gives no task to a member from now on: executing here,
+        # or elsewhere (its delegation reads the request once its member run is written:
+        # a member run this sweep does not find is cancelled there)
         here = self.executor.cancel(run_id)
+        elsewhere = (
+            not here
+            and self.leases.is_held_elsewhere(run)
+            and await self.storage.request_cancel(run_id)
+        )
         for member in await self.executor.crews.unfinished_members(run):  # its tree with it
             await self.cancel(member.run_id)
         if here:
             return run
-        if self.leases.is_held_elsewhere(run) and await self.storage.request_cancel(run_id):
+        if elsewhere:
             run.request_cancel()
             return run
         if run.status not in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED):
             return run  # cancel is idempotent: an ended run answers as it is
-        in_doubt = None
-        if run.status in IN_FLIGHT:  # its process died: say which calls it may have left
-            in_doubt = await continue_points.calls_in_doubt(self.storage, run)
-        run.cancel(in_doubt)
-        self.leases.stamp(run)
         try:
-            await self.storage.save(run, [], None)
+            await end_cancelled(self.storage, self.leases, run)
         except Conflict:  # a process took it off the queue meanwhile: ask that one to stop
             return await self.cancel(run_id, session_id=session_id, agent_id=agent_id)
         return run

@@ -12,20 +12,29 @@ and none runs a finished tool call again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections import Counter
 from collections.abc import Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from runpoint.core import transcript
 from runpoint.core.errors import Conflict, InvalidRequest
 from runpoint.core.types import IN_FLIGHT, Decision, Message, Run, RunStatus, Segment, ToolCall
+from runpoint.durable.leases import Leases
+from runpoint.durable.outages import Outlast
+from runpoint.reads import continue_points
 from runpoint.runs import tool_calls
 from runpoint.runs.context import RunContext
 from runpoint.seams.agent import Agent
 from runpoint.seams.crew import Crew, MembersPaused, member_run_id
+from runpoint.seams.storage import Storage
 
 if TYPE_CHECKING:
     from runpoint.runs.executor import Executor
+
+log = logging.getLogger("runpoint.recovery")
 
 
 class Crews:
@@ -33,6 +42,7 @@ class Crews:
         self.storage = context.storage
         self.queries = context.queries
         self.leases = context.leases
+        self.outages = context.outages
         self.executor = executor
 
     async def delegate(self, crew_run: Run, call: ToolCall, member_id: str, task: str) -> str:
@@ -44,7 +54,16 @@ class Crews:
             raise ValueError(f"no member {member_id!r} in this team (members: {known})")
         if self.executor.cancelling(crew_run.run_id):  # its members are being cancelled
             raise RuntimeError(f"the team run was cancelled: {member_id} was not given the task")
-        member = self.queries.agent(member_id)
+        # through an outage, as the crew run's writes are (while it holds its lease): run
+        # again, the delegation finds its member run where the outage left it; past the
+        # lease, the outage stops the crew run (not a failure of the call: see
+        # `tool_calls.run`), for the lease watch to resume
+        outlast = Outlast(self.outages, self.leases, crew_run)
+        run = await outlast(partial(self._run, self.queries.agent(member_id), crew_run, call, task))
+        return await outlast(partial(self._answer, run, member_id))
+
+    async def _run(self, member: Agent, crew_run: Run, call: ToolCall, task: str) -> Run:
+        """The delegation's member run, started, resumed or read, once it stopped."""
         run_id = member_run_id(crew_run.run_id, call.id)
         run = await self.storage.get_run(run_id)
         # executed by another process, or it was until its lease runs out (it died)
@@ -52,10 +71,11 @@ class Crews:
             await asyncio.sleep(self.leases.lease_seconds / 10)
             run = await self.storage.get_run(run_id)
         if run is None:
-            run = await self._start(member, crew_run, call, task)
-        elif run.status is RunStatus.PAUSED or run.status in IN_FLIGHT:
-            run = await self._resume(member, run)
-        return await self._answer(run, member_id)
+            return await self._start(member, crew_run, call, task)
+        if run.status is RunStatus.PAUSED or run.status in IN_FLIGHT:
+            return await self._resume(member, run)
+        await self._catch_up(run)
+        return run
 
     @staticmethod
     def _unstarted(run: Run) -> bool:
@@ -82,6 +102,10 @@ class Crews:
         incoming = [Message(role="user", content=task)]
         self.executor.accept(run, background=False, stream=False)
         await self.storage.create_runs([run], {run_id: incoming})
+        # a cancel of the crew run from another process asks it, then cancels the member
+        # runs it finds: one written after it looked is cancelled here (it stops at once)
+        if (crew := await self.storage.get_run(crew_run.run_id)) and crew.cancel_requested:
+            run.request_cancel()
         handle = await self.executor.begin(member, run, incoming, stream=False, background=False)
         return await handle.result()
 
@@ -99,10 +123,18 @@ class Crews:
             await self.storage.save(run, [], None)
         except Conflict:  # the lease watch, or another process, took it
             return await self.executor.follow(run).result()
+        if not unstarted:  # claimed: nobody else adds to its log
+            await self._catch_up(run)
         handle = await self.executor.begin(
             member, run, [], stream=False, background=False, resumed=not unstarted
         )
         return await handle.result()
+
+    async def _catch_up(self, run: Run) -> None:
+        """Relay the member run's events that were stored but not relayed to its crew run's
+        log (its process died between), before it goes on."""
+        if (log := self.executor.relay_of(run)) is not None:
+            await log.catch_up(run)
 
     async def _answer(self, run: Run, member_id: str) -> str:
         if run.status is RunStatus.COMPLETED:
@@ -159,3 +191,37 @@ class Crews:
         """The crew run's member runs that have not ended (cancelled with it)."""
         alive = (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.PAUSED)
         return [r for r in await self.storage.member_runs(crew_run.run_id) if r.status in alive]
+
+    async def settle(self, crew_run: Run) -> None:
+        """End the member runs that the crew run, now ended, left in flight: nobody would
+        resume them (its leader delegates no more). So are those of a process that died
+        while its crew run was cancelled or given up, and those of a leader from before
+        delegating turns were written first (its calls asked again, under new ids)."""
+        try:
+            for member in await self.storage.member_runs(crew_run.run_id):
+                if not self.leases.is_held_elsewhere(member) and not self.executor.is_executing(
+                    member.run_id
+                ):
+                    await self.left_behind(member)
+        except Exception:  # the crew run has ended all the same
+            log.exception("members of run %s left for the lease watch", crew_run.run_id)
+
+    async def left_behind(self, member: Run) -> None:
+        """Cancel a member run in flight that its ended crew run left (`settle`; the lease
+        watch finds them too: `Storage.expired_runs`)."""
+        if member.status in IN_FLIGHT:
+            with contextlib.suppress(Conflict):  # another writer took it: it is theirs
+                await end_cancelled(self.storage, self.leases, member)
+                log.info("member run %s, left by its ended team run, cancelled", member.run_id)
+
+
+async def end_cancelled(storage: Storage, leases: Leases, run: Run) -> None:
+    """End a run that nobody executes (paused, or its process died) as cancelled, naming
+    the calls its lost process may have left in doubt. Conflict if another writer took
+    it meanwhile."""
+    in_doubt = None
+    if run.status in IN_FLIGHT:
+        in_doubt = await continue_points.calls_in_doubt(storage, run)
+    run.cancel(in_doubt)
+    leases.stamp(run)
+    await storage.save(run, [], None)

@@ -20,9 +20,11 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
+from functools import partial
 
 from runpoint.core.types import Run, RunEvent
 from runpoint.durable.outages import Outlast
+from runpoint.reads.streams import PAGE
 from runpoint.seams.crew import MEMBER
 from runpoint.seams.storage import Storage
 
@@ -59,6 +61,10 @@ class EventLog:
         self._closing = False
         # a member run's: its crew run's log, given each of its events once it is stored
         self.relay: EventLog | None = None
+        # a crew run's: by member run, how many of its events this log held when first
+        # read, and the last one's seq (see `catch_up`)
+        self._relayed: dict[str, tuple[int, int | None]] | None = None
+        self._reading = asyncio.Lock()
 
     def add(self, event: RunEvent) -> None:
         self.last_seq += 1
@@ -87,14 +93,41 @@ class EventLog:
     def add_member_events(self, events: Sequence[RunEvent]) -> None:
         """A member run's stored events, added to this (its crew run's) log: the team
         run's stream carries them, in the order they were stored, each under a seq of
-        this log, told from the crew run's own by `MEMBER` (its member and member run)."""
+        this log, told from the crew run's own by `MEMBER` (its member, member run and
+        seq there)."""
         run = self.run
         for e in events:
-            member = {"agent_id": e.agent_id, "run_id": e.run_id}
+            member = {"agent_id": e.agent_id, "run_id": e.run_id, "seq": e.seq}
             data = e.data | {MEMBER: member}
             self.add(
                 RunEvent(e.event, run.run_id, run.session_id, run.agent_id, e.created_at, data)
             )
+
+    async def catch_up(self, member: Run) -> None:
+        """Add the member run's stored events that this (its crew run's) log lacks: those
+        stored just before a process died, whose relay (in memory) died with it. What was
+        relayed is read off this log once per execution (which delegates to each member
+        once, and catches it up before its execution here), so every stored event is
+        relayed once, in order, whichever process resumes the member."""
+        async with self._reading:
+            if self._relayed is None:
+                self._relayed = {}
+                for e in await self._read_all(self.run):
+                    if (told := e.data.get(MEMBER)) is not None:
+                        count, _ = self._relayed.get(told["run_id"], (0, 0))
+                        self._relayed[told["run_id"]] = (count + 1, told.get("seq"))
+        count, last = self._relayed.get(member.run_id, (0, 0))
+        if last is None:  # relayed before their `seq` was kept: the first `count`, in order
+            self.add_member_events((await self._read_all(member))[count:])
+        else:
+            self.add_member_events(await self._read_all(member, last))
+
+    async def _read_all(self, run: Run, after: int = 0) -> list[RunEvent]:
+        events: list[RunEvent] = []
+        while page := await self.outlast(partial(self.storage.read_events, run, after, PAGE)):
+            events += page
+            after = page[-1].seq
+        return events
 
     def _announce(self, events: Sequence[RunEvent]) -> None:
         self._stored()

@@ -130,7 +130,7 @@ class Executor:
             return await self._enqueue(run, incoming)
         return await self._start(agent, run, incoming, stream, resumed=resumed, born=not resumed)
 
-    def _relay(self, run: Run) -> EventLog | None:
+    def relay_of(self, run: Run) -> EventLog | None:
         """The event log a member run's events are relayed to: its crew run's, if that
         run executes here (its leader runs its delegations) and streams its members'."""
         if run.parent_run_id is None or (crew := self._active.get(run.parent_run_id)) is None:
@@ -216,7 +216,7 @@ class Executor:
             outlast,
             lambda: stream or self.streams.following(run.run_id),
         )
-        events.relay = self._relay(run)
+        events.relay = self.relay_of(run)
         execution = Execution(
             agent=agent,
             model=self._model(agent, run),
@@ -239,11 +239,14 @@ class Executor:
 
         async def execute() -> Run:
             try:
-                return await execution.execute()
+                ended = await execution.execute()
             finally:
                 await events.close()
                 if self._active.get(run.run_id) is execution:  # not a later execution's
                     del self._active[run.run_id]
+            if ended.status not in (RunStatus.PAUSED, *IN_FLIGHT) and isinstance(agent, Crew):
+                await self.crews.settle(ended)
+            return ended
 
         started = msgspec.structs.replace(run)
         running = asyncio.create_task(execute(), name=f"run {run.run_id}")
@@ -286,9 +289,14 @@ class Executor:
 
     async def _recovered(self, run: Run) -> RunHandle | None:
         """Resume a run claimed from a process that died, or tell of one given up."""
+        if run.parent_run_id is not None:  # a member its ended crew run left: no leader
+            await self.crews.left_behind(run)
+            return None
         if run.status is RunStatus.ERROR:
             self.streams.stored(run.run_id)
             self.host.hook.runpoint_run_finished(run=run)
+            if isinstance(self.queries.agent(run.agent_id), Crew):  # given up
+                await self.crews.settle(run)
             return None
         self.host.hook.runpoint_run_recovered(run=run)
         agent = self.queries.agent(run.agent_id)

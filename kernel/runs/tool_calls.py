@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from runpoint.core.errors import InvalidArguments, InvalidRequest
+from runpoint.core.errors import InvalidArguments, InvalidRequest, Unavailable
 from runpoint.core.types import Approve, Decision, Reject, Ruling, ToolCall
 from runpoint.seams.agent import Agent
 from runpoint.seams.crew import MembersPaused
@@ -149,8 +149,8 @@ async def run(agent: Agent, call: ToolCall, decision: Decision | None) -> tuple[
     model's, or their edit): its result and whether it failed."""
     try:
         return await agent.tool_map[call.name](arguments(call, decision)), False
-    except MembersPaused:  # not the call's failure: its crew run pauses
-        raise
+    except (MembersPaused, Unavailable):  # not the call's failure: its crew run pauses, or
+        raise  # its database is away (a delegation's member run stopped with it)
     except msgspec.ValidationError as exc:
         return f"Invalid arguments for {call.name}: {exc}", True
     except Exception as exc:

@@ -259,7 +259,9 @@ class LeaseStore(Protocol):
         """Some PENDING or RUNNING runs of these agents whose lease ran out before
         `before` (or that have none), earliest expiry first: a bounded batch, so a caller
         polls again for more. Runs of other agents never take a place in the batch, nor
-        member runs (`parent_run_id`: their crew run's execution resumes them)."""
+        member runs (`parent_run_id`) whose crew run is PENDING, RUNNING or PAUSED (its
+        execution resumes them); those of a crew run that ended (or is gone) are included,
+        to be settled (`runpoint.runs.crews`)."""
 
     async def request_cancel(self, run_id: str) -> bool:
         """Flag a PENDING or RUNNING run for cancellation (its writer sees the flag at its

@@ -6,7 +6,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 import msgspec
 
-from runpoint.core.types import Checkpoint, KeyAnswer, Message, Run, RunEvent
+from runpoint.core.types import Checkpoint, KeyAnswer, Message, Run, RunEvent, RunStatus
 from runpoint.plugins.memory.tables import IN_FLIGHT, Sealed, Tables, copy
 
 
@@ -82,10 +82,15 @@ class MemoryRuns(Tables):
             copy(r)
             for r in self._runs.values()
             if r.status in IN_FLIGHT
-            and r.parent_run_id is None
+            and not self._led(r)
             and r.agent_id in agent_ids
             and (r.lease_expires_at is None or r.lease_expires_at < before)
         ]
+
+    def _led(self, run: Run) -> bool:
+        """Whether the run is a member run whose crew run goes on (and resumes it)."""
+        crew = self._runs.get(run.parent_run_id or "")
+        return crew is not None and (crew.status in IN_FLIGHT or crew.status is RunStatus.PAUSED)
 
     async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
         for result in results:

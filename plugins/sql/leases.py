@@ -5,9 +5,9 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection
 
-from sqlalchemy import Select, bindparam, or_, select, update
+from sqlalchemy import ColumnElement, Select, bindparam, exists, literal_column, or_, select, update
 
-from runpoint.core.types import Run
+from runpoint.core.types import Run, RunStatus
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.locks import IN_FLIGHT
 from runpoint.plugins.sql.run_rows import COLUMNS, readable_runs
@@ -15,6 +15,12 @@ from runpoint.plugins.sql.schema import RUNS_IN_FLIGHT, runs, sessions
 
 # how many expired runs one call returns: the lease watch polls again for more
 _BATCH = 20
+_crew = runs.alias("crew")
+# a crew run that may still delegate: its member runs are its to resume (literals: the
+# statement is compiled once, see `Database.read`)
+_GOING: list[ColumnElement[str]] = [
+    literal_column(f"'{s}'") for s in (*IN_FLIGHT, RunStatus.PAUSED.value)
+]
 
 
 class SqlLeases:
@@ -51,14 +57,17 @@ class SqlLeases:
 @functools.lru_cache(maxsize=16)
 def _expired(agents: int) -> Select[tuple[object, ...]]:
     """In-flight runs (found by status) of some agents whose lease ran out, but members'
-    runs (their leaders resume them). A run's agent is its session's (a session belongs to
-    one agent), a column of `sessions`."""
+    runs whose crew run goes on (their leaders resume them). A run's agent is its session's
+    (a session belongs to one agent), a column of `sessions`."""
     return (
         select(*COLUMNS)
         .join(sessions, sessions.c.session_id == runs.c.session_id)
         .where(
             RUNS_IN_FLIGHT,
-            runs.c.parent_run_id.is_(None),
+            or_(
+                runs.c.parent_run_id.is_(None),
+                ~exists().where(_crew.c.run_id == runs.c.parent_run_id, _crew.c.status.in_(_GOING)),
+            ),
             or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at < bindparam("before")),
             sessions.c.agent_id.in_([bindparam(f"agent{i}") for i in range(agents)]),
         )

@@ -43,11 +43,20 @@ async def test_a_team_killed_inside_a_member_resumes_each_run_from_its_own_check
         after = {m.agent_id: m for m in await rp.storage.member_runs(team_run)}
         _, timeline = await rp.timeline(member.run_id)
         logged = await rp.storage.read_events(run, 0, 10_000)
+        own = {m.run_id: await rp.storage.read_events(m, 0, 10_000) for m in after.values()}
     # the team run's stream goes on with the member's resumption, relayed by the leader
-    # that resumed it (the events relayed just before the kill may not have been written)
+    # that resumed it, after the events stored before the kill whose relay was lost with it
     assert [e.seq for e in logged] == list(range(1, len(logged) + 1))
-    relayed = [e.event for e in logged if e.data.get(MEMBER, {}).get("run_id") == member.run_id]
-    assert "RunContinued" in relayed and relayed[-1] == "RunCompleted"
+    for member_run, stored in own.items():
+        relayed = [e for e in logged if e.data.get(MEMBER, {}).get("run_id") == member_run]
+        assert [(e.event, e.data[MEMBER]["seq"]) for e in relayed] == [
+            (e.event, e.seq) for e in stored
+        ], member_run  # every stored event once, in order
+        assert [e.data | {MEMBER: None} for e in relayed] == [
+            e.data | {MEMBER: None} for e in stored
+        ]
+    relayed_names = [e.event for e in own[member.run_id]]
+    assert "RunContinued" in relayed_names and relayed_names[-1] == "RunCompleted"
     assert counter.read_text().split() == ["Paris", "Tokyo", "Lagos"]  # each ran once
     assert after["reader"].revision == reader.revision  # finished: never run again
     assert after["counter"].recoveries == 1 and after["counter"].status is RunStatus.COMPLETED

@@ -78,8 +78,9 @@ async def test_a_team_runs_log_holds_its_members_events_if_it_streams_them(
     logged = await rp.storage.read_events(run, 0, 1_000)
     assert [e.seq for e in logged] == list(range(1, len(logged) + 1))
     # each of the member's stored events once, in its order, told by its member and run
-    told = {MEMBER: {"agent_id": "travel-agent", "run_id": member.run_id}}
-    expected = [(e.event, e.data | told) for e in own] if relayed else []
+    told = {"agent_id": "travel-agent", "run_id": member.run_id}
+    expected = [(e.event, e.data | {MEMBER: told | {"seq": e.seq}}) for e in own]
+    expected = expected if relayed else []
     assert [(e.event, e.data) for e in logged if MEMBER in e.data] == expected
     assert [e.event for e in logged if MEMBER not in e.data][-1] == "RunCompleted"
 

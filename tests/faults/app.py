@@ -2,7 +2,8 @@
 
 Each run's input names a job and cities; the model books each city in its own tool batch.
 `book` is a side effect, counted outside the server in the file $FAULTS_COUNTER, one line
-per execution, so the test can tell whether any ran twice."""
+per execution, so the test can tell whether any ran twice. `booking-crew` is a team whose
+leader gives each run's input to `booker`: its bookings are a member run's."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import os
 from runpoint.core.types import ToolCall
 from runpoint.plugins.scripted import ScriptedModel, call_id
 from runpoint.seams.agent import Agent, tool
+from runpoint.seams.crew import Crew
 from runpoint.seams.model import ModelRequest, ModelResponse
 
 
@@ -45,4 +47,7 @@ def plan(request: ModelRequest) -> ModelResponse:
     return ModelResponse(content=f"{job}: all booked.")
 
 
-agents = [Agent(id="booker", model=ScriptedModel(plan, name="scripted:plan"), tools=[book])]
+agents = [
+    Agent(id="booker", model=ScriptedModel(plan, name="scripted:plan"), tools=[book]),
+    Crew(id="booking-crew", model="scripted:lead", members=["booker"]),
+]

@@ -65,11 +65,17 @@ def started(database: str, counter: Path) -> Server:
     return server
 
 
-class Load:
-    """Clients creating background runs until stopped, counting the answers by status."""
+# where the clients create runs: of the agent, or of the team whose member books
+RUNS = {"agent": "/agents/booker/runs", "team": "/teams/booking-crew/runs"}
 
-    def __init__(self, base_url: str) -> None:
+
+class Load:
+    """Clients creating background runs (at `runs`) until stopped, counting the answers
+    by status."""
+
+    def __init__(self, base_url: str, runs: str = RUNS["agent"]) -> None:
         self.base_url = base_url
+        self.path = runs
         self.answers: collections.Counter[int] = collections.Counter()
         self.refusals: list[httpx.Response] = []
         self.runs: dict[str, tuple[str, float]] = {}  # run_id -> (session_id, accepted at)
@@ -84,7 +90,7 @@ class Load:
             form = {"message": f"{job}: {CITIES}", "stream": "false", "background": "true"}
             keyed = {"Idempotency-Key": job} if i % 2 else {}
             while True:  # a keyed create is sent again until answered, as a client would
-                answer = await http.post("/agents/booker/runs", data=form, headers=keyed)
+                answer = await http.post(self.path, data=form, headers=keyed)
                 self.answers[answer.status_code] += 1
                 if answer.status_code == 202:
                     body = answer.json()
@@ -99,7 +105,7 @@ class Load:
 
     async def state(self, http: httpx.AsyncClient, run_id: str) -> dict[str, object]:
         session_id, _ = self.runs[run_id]
-        got = await http.get(f"/agents/booker/runs/{run_id}", params={"session_id": session_id})
+        got = await http.get(f"{self.path}/{run_id}", params={"session_id": session_id})
         assert got.status_code == 200, got.text
         return got.json()  # type: ignore[no-any-return]
 
@@ -125,16 +131,20 @@ def assert_no_call_in_doubt_or_twice(load: Load, statuses: dict[str, str], count
     assert accepted <= set(bookings)
 
 
+@pytest.mark.parametrize("runs", RUNS)
 async def test_runs_outlive_postgresql_stopped_and_started_again(
-    pg: postgres.TemporaryServer, tmp_path: Path
+    pg: postgres.TemporaryServer, tmp_path: Path, runs: str
 ) -> None:
+    """Of agents, and of teams: a team's runs stopped inside their member's, in its tool
+    batch or between, and at their delegation."""
     counter = tmp_path / "bookings.txt"
     server = started(pg.url, counter)
     try:
-        load = Load(server.url)
+        load = Load(server.url, RUNS[runs])
         async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
             clients = [asyncio.create_task(load.client(n, http)) for n in range(4)]
-            while len(load.runs) < 8:  # noqa: ASYNC110 (under way)
+            # under way, calls made (inside a member's run, for a team's)
+            while len(load.runs) < 8 or not counter.exists():  # noqa: ASYNC110
                 await asyncio.sleep(0.05)
             await asyncio.to_thread(pg.crash)
             while not load.refusals:  # noqa: ASYNC110 (the outage is met)

@@ -8,18 +8,26 @@ RUNPOINT_REQUIRE_MOUNT is set, which makes that an error."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import subprocess
-from collections.abc import AsyncIterator, Iterator
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
-from litestar.testing import AsyncTestClient
+from asgi_lifespan import LifespanManager
 from prometheus_client.parser import text_string_to_metric_families
 
-from runpoint.adapters.litestar import RunpointApp, create_app
+from runpoint.adapters.litestar import create_app
 from runpoint.plugins.demo import agents
+from runpoint.plugins.scripted import ScriptedModel
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.crew import Crew
+from tests.faults.app import booked, count, plan
 
 REQUIRE_ENV = "RUNPOINT_REQUIRE_MOUNT"
 SIZE = "4m"
@@ -56,10 +64,22 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+@contextlib.asynccontextmanager
+async def client_on(
+    disk: Path, served: Sequence[Agent], **options: Any
+) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the app serving `served` from a database on `disk`, in this event loop
+    (a request under way does not hold up the next)."""
+    app = create_app(served, database=f"sqlite:///{disk / 'runpoint.db'}", **options)
+    transport = httpx.ASGITransport(app=app)
+    async with LifespanManager(app), httpx.AsyncClient(transport=transport) as client:
+        client.base_url = httpx.URL("http://test")
+        yield client
+
+
 @pytest.fixture
-async def client(small_disk: Path) -> AsyncIterator[AsyncTestClient[RunpointApp]]:
-    app = create_app(agents, database=f"sqlite:///{small_disk / 'runpoint.db'}")
-    async with AsyncTestClient(app) as client:
+async def client(small_disk: Path) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_on(small_disk, agents) as client:
         yield client
 
 
@@ -73,8 +93,16 @@ def failures(scrape: str) -> dict[str, float]:
     }
 
 
+async def assert_unready(client: httpx.AsyncClient, failed: int) -> None:
+    """The server says why it is unready, and counts the writes that failed (`failed`)."""
+    ready = await client.get("/ready")
+    assert ready.status_code == 503
+    assert ready.json()["checks"]["database"].startswith("the database's storage is full")
+    assert failures((await client.get("/metrics")).text)["full"] >= failed
+
+
 async def test_a_full_disk_is_named_and_outlived(
-    client: AsyncTestClient[RunpointApp],
+    client: httpx.AsyncClient,
     small_disk: Path,
 ) -> None:
     before = await client.post(RUNS, data={"message": "Paris", "stream": "false"})
@@ -92,10 +120,7 @@ async def test_a_full_disk_is_named_and_outlived(
         else:
             assert answer.status_code == 200, answer.text
     assert refused, "no write failed on a full disk"
-    ready = await client.get("/ready")
-    assert ready.status_code == 503
-    assert ready.json()["checks"]["database"].startswith("the database's storage is full")
-    assert failures((await client.get("/metrics")).text)["full"] >= refused
+    await assert_unready(client, refused)
     # reads go on
     run = before.json()
     read = await client.get(f"{RUNS}/{run['run_id']}", params={"session_id": run["session_id"]})
@@ -106,3 +131,63 @@ async def test_a_full_disk_is_named_and_outlived(
     after = await client.post(RUNS, data={"message": "Lisbon", "stream": "false"})
     assert after.status_code == 200, after.text
     assert after.json()["status"] == "COMPLETED"
+
+
+class Disk:
+    """The small disk, filled while the member books Tokyo (inside its tool batch: the
+    booking's intent is written, its result is not yet)."""
+
+    where = Path()
+    filler: Path | None = None
+
+
+@tool(effect="side-effect")
+async def book(job: str, city: str) -> str:
+    """Book a city for a job (a side effect, counted as the fault test's are)."""
+    count(f"{job} {city}")
+    if city == "Tokyo":
+        Disk.filler = fill(Disk.where)
+    return booked(job, city)
+
+
+async def test_a_team_run_outlives_a_full_disk_in_its_members_tool_batch(
+    small_disk: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    counter = tmp_path / "bookings.txt"  # not on the small disk
+    monkeypatch.setenv("FAULTS_COUNTER", str(counter))
+    monkeypatch.setattr(Disk, "where", small_disk)
+    monkeypatch.setattr(Disk, "filler", None)
+    team = [
+        Agent(id="booker", model=ScriptedModel(plan, name="scripted:plan"), tools=[book]),
+        Crew(id="booking-crew", model="scripted:lead", members=["booker"]),
+    ]
+    runs = "/teams/booking-crew/runs"
+    # the member's writes are retried while the disk is full, within their lease
+    async with client_on(small_disk, team, lease_seconds=30) as client:
+        form = {"message": "full: Paris Tokyo Lagos", "stream": "false"}
+        running = asyncio.create_task(client.post(runs, data=form))
+        async with asyncio.timeout(30):
+            while Disk.filler is None:  # noqa: ASYNC110 (the member's batch fills it)
+                await asyncio.sleep(0.01)
+        async with asyncio.timeout(10):  # a write of the team run's meets the full disk
+            while not failures((await client.get("/metrics")).text).get("full"):  # noqa: ASYNC110 (polls the server)
+                await asyncio.sleep(0.05)
+        await assert_unready(client, 1)
+        assert (await client.get("/teams/booking-crew")).status_code == 200  # reads go on
+        assert not running.done()  # its writes wait for room
+        Disk.filler.unlink()
+        answer = await running
+        assert answer.status_code == 200, answer.text
+        run = answer.json()
+        assert run["status"] == "COMPLETED", run
+        assert run["content"] == "The team says: booker: full: all booked."
+        got = await client.get(f"{runs}/{run['run_id']}", params={"session_id": run["session_id"]})
+        (member,) = got.json()["member_responses"]
+    # nothing half-written, no booking made twice
+    assert counter.read_text().splitlines() == ["full Paris", "full Tokyo", "full Lagos"]
+    for each in (run, member):
+        messages = each["messages"]
+        assert len({m["id"] for m in messages}) == len(messages)
+        results = Counter(m["tool_call_id"] for m in messages if m["role"] == "tool")
+        assert set(results.values()) == {1}
+    assert len([m for m in member["messages"] if m["role"] == "tool"]) == 3
