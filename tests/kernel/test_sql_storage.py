@@ -21,8 +21,10 @@ from runpoint.conformance import build
 from runpoint.conformance.events import events
 from runpoint.core.errors import Conflict
 from runpoint.core.types import Edit, Run, RunStatus, Segment, Session, Usage
+from runpoint.plugins.sql import sqlite_groups
 from runpoint.plugins.sql.database import Save
 from runpoint.plugins.sql.sqlite import Sqlite
+from runpoint.plugins.sql.sqlite_saves import Statements
 from runpoint.plugins.sql.store import SqlStorage
 
 # what the storage itself decides: how often a run was written, and whether it was
@@ -380,24 +382,9 @@ async def test_sqlite_a_write_that_gives_up_joining_leaves_its_group_committed(
     assert await held.written()
 
 
-class SavepointFails:
-    """A connection on which a grouped write cannot begin (its savepoint fails)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
-
-    async def exec_driver_sql(self, sql: str) -> Any:
-        if sql == "SAVEPOINT grouped":
-            raise OSError("no savepoint")
-        return await self.conn.exec_driver_sql(sql)
-
-    async def close(self) -> None:
-        await self.conn.close()
-
-
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed(
-    storage: SqlStorage,
+    storage: SqlStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     held = HeldWrite(storage)
     db, go_on = held.db, held.go_on
@@ -406,7 +393,14 @@ async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed
     assert group is not None
     joining = held.joining("its savepoint failed")
     await asyncio.sleep(0.01)  # waiting for its turn in the group
-    group.conn = SavepointFails(group.conn)  # type: ignore[assignment]
+    opened = sqlite_groups.opened
+
+    def fails(s: Statements) -> bool:  # the savepoint of a write that joins the group
+        if s.conn.in_transaction:
+            raise OSError("no savepoint")
+        return opened(s)
+
+    monkeypatch.setattr(sqlite_groups, "opened", fails)
     go_on.set()
     with pytest.raises(OSError):
         await joining
