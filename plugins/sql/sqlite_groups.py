@@ -48,6 +48,11 @@ class Group:
         return await in_thread(self.driver, engine.sync_engine, fn)
 
 
+class Writer(NamedTuple):
+    conn: AsyncConnection
+    driver: aiosqlite.Connection  # the same connection's, for trips of its own
+
+
 class Outcome(NamedTuple):
     value: Any  # the body's, if it had no error
     error: BaseException | None  # the body's (or its savepoint's)
@@ -129,6 +134,7 @@ class GroupedWrites:
         self._joining = 0
         self._group: Group | None = None
         self._left: asyncio.Task[None] | None = None  # a group committed after its writes
+        self._writer: Writer | None = None  # the connection groups are written on
 
     async def grouped(self, body: Callable[[Statements], T]) -> T:
         """`body`, a function of the connection, as a grouped write in one trip."""
@@ -145,7 +151,7 @@ class GroupedWrites:
             group.writes += 1
             group.failed = group.failed or outcome.lost
             if last:
-                await asyncio.shield(self._end(group))
+                self._end(group)
         finally:
             self._turn.release()
         if outcome.error is not None:
@@ -214,23 +220,31 @@ class GroupedWrites:
             self._left = asyncio.create_task(self._commit(group), name="sqlite group commit")
 
     async def _begin_group(self) -> Group:
-        """A group on a connection of its own (its transaction begins with its first write)."""
+        """A group on the writer's connection (its transaction begins with its first
+        write). The connection is kept from group to group: taking one from the pool and
+        giving it back cost a group two trips, its check-out and a ROLLBACK."""
         await self._write_lock.acquire()
         try:
-            conn = await self.engine.connect()
-            try:
-                driver = await driver_of(conn)
-            except BaseException:
-                await conn.close()
-                raise
+            if self._writer is None:
+                conn = await self.engine.connect()
+                try:
+                    self._writer = Writer(conn, await driver_of(conn))
+                except BaseException:
+                    await conn.close()
+                    raise
+            self._group = Group(*self._writer)
         except BaseException:
             self._write_lock.release()
             raise
-        self._group = Group(conn, driver)
         # the writes that came with this one (tasks started together) join it: its
         # first write is one trip, not long enough for them to come while it goes
         await asyncio.sleep(0)
         return self._group
+
+    async def close_writer(self) -> None:
+        if self._writer is not None:
+            conn, self._writer = self._writer.conn, None
+            await conn.close()
 
     async def _commit(self, group: Group) -> None:
         try:
@@ -241,10 +255,10 @@ class GroupedWrites:
             group.failed = group.failed or error
             raise
         finally:
-            await self._end(group)
+            self._end(group)
 
-    async def _end(self, group: Group) -> None:
-        """Tell the group's writes how it went, and give its connection back."""
+    def _end(self, group: Group) -> None:
+        """Tell the group's writes how it went, and let the next writer in."""
         try:
             if group.failed is None:
                 group.committed.set_result(None)
@@ -253,7 +267,4 @@ class GroupedWrites:
             else:
                 group.committed.set_exception(group.failed)
         finally:
-            try:
-                await group.conn.close()
-            finally:
-                self._write_lock.release()
+            self._write_lock.release()
