@@ -136,7 +136,7 @@ class Sqlite(GroupedWrites, Database):
     async def write_save(self, conn: AsyncConnection, written: Save) -> bool | None:
         """In a caller's transaction: its statements in one trip all the same."""
         body = sqlite_saves.save(written)
-        return await sqlite_saves.in_thread(await driver_of(conn), self.engine.sync_engine, body)
+        return await sqlite_saves.in_thread(conn, await driver_of(conn), body)
 
     async def append_events(self, appends: Sequence[Append]) -> list[bool]:
         return await self.grouped(sqlite_saves.append(appends))

@@ -43,9 +43,9 @@ class Group:
         # a write that failed on its own does not wait for it: its outcome may be nobody's
         self.committed.add_done_callback(lambda f: f.cancelled() or f.exception())
 
-    async def trip(self, engine: AsyncEngine, fn: Callable[[Statements], T]) -> T:
+    async def trip(self, fn: Callable[[Statements], T]) -> T:
         """`fn` in the connection's thread, in one trip."""
-        return await in_thread(self.driver, engine.sync_engine, fn)
+        return await in_thread(self.conn, self.driver, fn)
 
 
 class Writer(NamedTuple):
@@ -144,7 +144,7 @@ class GroupedWrites:
             if last:
                 self._group = None
             try:
-                outcome = await group.trip(self.engine, partial(written, body, last))
+                outcome = await group.trip(partial(written, body, last))
             except BaseException as error:  # its outcome unknown: the group's too
                 unknown = GivenUp("a write of the group was given up while it was written")
                 outcome = Outcome(None, error, error if isinstance(error, Exception) else unknown)
@@ -165,12 +165,12 @@ class GroupedWrites:
         group = await self._join()
         try:
             try:
-                began = await group.trip(self.engine, opened)
+                began = await group.trip(opened)
                 try:
                     yield group.conn
                 except BaseException as error:
                     try:
-                        intact = await group.trip(self.engine, partial(undone, began=began))
+                        intact = await group.trip(partial(undone, began=began))
                     except BaseException:
                         intact = False
                         raise
@@ -180,7 +180,7 @@ class GroupedWrites:
                                 f"its transaction was lost: {error}"
                             )
                     raise
-                await group.trip(self.engine, partial(kept, began=began))
+                await group.trip(partial(kept, began=began))
             finally:
                 group.writes += 1
                 if self._last(group):
@@ -248,7 +248,7 @@ class GroupedWrites:
 
     async def _commit(self, group: Group) -> None:
         try:
-            await group.trip(self.engine, committed)
+            await group.trip(committed)
         except Exception as error:
             group.failed = group.failed or error
         except BaseException as error:  # the loop is closing

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import aiosqlite
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.dialects import sqlite
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -96,24 +96,26 @@ T = TypeVar("T")
 
 
 class Statements:
-    """Statements on a connection, in its thread."""
+    """Statements on a connection, in its thread, told to the listeners of `told`'s
+    engine as SQLAlchemy tells them (with no cursor or context of its own)."""
 
-    def __init__(self, conn: sqlite3.Connection, engine: Engine) -> None:
+    def __init__(self, conn: sqlite3.Connection, told: Connection) -> None:
         self.conn = conn
-        self._told = engine.dispatch.before_cursor_execute
+        self._told = told
+        self._listeners = told.dispatch.before_cursor_execute
 
     def one(self, sql: str, parameters: Sequence[Any] = ()) -> Any:
         """The statement's first row (None if it has none)."""
-        if self._told:
-            self._told(None, None, sql, parameters, None, False)
+        if self._listeners:
+            self._listeners(self._told, None, sql, parameters, None, False)
         try:
             return self.conn.execute(sql, parameters).fetchone()
         except sqlite3.Error as error:
             raise _wrapped(sql, parameters, error) from error
 
     def many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        if self._told:
-            self._told(None, None, sql, rows, None, True)
+        if self._listeners:
+            self._listeners(self._told, None, sql, rows, None, True)
         try:
             self.conn.executemany(sql, rows)
         except sqlite3.Error as error:
@@ -121,11 +123,13 @@ class Statements:
 
 
 async def in_thread(
-    driver: aiosqlite.Connection, engine: Engine, fn: Callable[[Statements], T]
+    conn: AsyncConnection, driver: aiosqlite.Connection, fn: Callable[[Statements], T]
 ) -> T:
-    """`fn` in the connection's thread, in one trip (aiosqlite's own way to run a call
-    there: each of its methods is one)."""
-    call = lambda: fn(Statements(driver._conn, engine))  # noqa: E731
+    """`fn` on `conn` (whose aiosqlite connection is `driver`) in the connection's thread,
+    in one trip (aiosqlite's own way to run a call there: each of its methods is one)."""
+    told = conn.sync_connection
+    assert told is not None  # a connection in use
+    call = lambda: fn(Statements(driver._conn, told))  # noqa: E731
     return await driver._execute(call)  # type: ignore[no-any-return, no-untyped-call]
 
 
