@@ -182,8 +182,9 @@ class GroupedWrites:
                     raise
                 await group.trip(partial(kept, began=began))
             finally:
+                last = self._last(group)
                 group.writes += 1
-                if self._last(group):
+                if last:
                     self._group = None
                     # whoever commits, the others learn how it went, even if it gives up
                     await asyncio.shield(self._commit(group))
