@@ -12,6 +12,7 @@ import re
 from collections.abc import Coroutine
 from typing import Any
 
+import aiosqlite
 import msgspec
 import pytest
 from sqlalchemy import event, text
@@ -323,6 +324,35 @@ async def test_births_that_come_together_share_a_write_and_fail_alone(
     assert [type(a) for a in answers] == [Conflict, Conflict, type(None), type(None)]
     for run in runs:
         assert await storage.read_messages(run.segments, 1) == build.messages(1)
+
+
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+async def test_sqlite_a_lone_boundary_or_append_is_one_trip_to_its_thread(
+    storage: SqlStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statements and their transaction's BEGIN and COMMIT go to SQLite's thread together
+    (`plugins/sql/sqlite_groups.py`): what a turn hands that thread is a trip a write."""
+    _, run = await build.started(storage, build.messages(1))
+    trips: list[str] = []
+    execute = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any) -> Any:
+        trips.append("trip")
+        return await execute(self, fn, *args)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    writes = count_writes(storage)
+    mark = build.checkpoint(run, 3)
+    await build.append(storage, run, build.messages(2, "more"), mark)
+    assert (len(trips), writes) == (1, ["BEGIN IMMEDIATE"])
+    assert await storage.append_events(run, events(run, 1, 3))
+    assert (len(trips), writes) == (2, ["BEGIN IMMEDIATE"] * 2)
+
+    assert await build.transcript(storage, run) == build.messages(1) + build.messages(2, "more")
+    assert [c.checkpoint_id for c in await storage.list_checkpoints(run.segments)] == [
+        mark.checkpoint_id
+    ]
+    assert await storage.read_events(run, 0, 10) == events(run, 1, 3)
 
 
 class HeldWrite:
