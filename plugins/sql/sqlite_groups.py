@@ -152,6 +152,10 @@ class GroupedWrites:
             group.failed = group.failed or outcome.lost
             if last:
                 self._end(group)
+            elif not self._joining and self._group is group:
+                # those it was left open for gave up meanwhile: nobody else commits it
+                self._group = None
+                await asyncio.shield(self._commit(group))
         finally:
             self._turn.release()
         if outcome.error is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Coroutine
 from typing import Any
 
@@ -410,6 +411,37 @@ async def test_sqlite_a_write_that_gives_up_joining_leaves_its_group_committed(
     await asyncio.wait_for(written, 5)  # committed without the one that gave up
     assert joining.cancelled()
     assert await held.written()
+
+
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+async def test_sqlite_a_write_left_open_for_one_that_gave_up_is_committed(
+    storage: SqlStorage,
+) -> None:
+    """A write in one trip is not its group's last while another waits to join; if that
+    one gives up while the trip goes, the write commits the group itself."""
+    held = HeldWrite(storage)
+    db, in_trip, go_on = held.db, threading.Event(), threading.Event()
+
+    def body(s: Statements) -> None:  # in SQLite's thread
+        in_trip.set()
+        go_on.wait(5)
+        s.one("INSERT INTO secrets (name, value) VALUES ('b', x'00')")
+
+    written = await held.begun()
+    trip = asyncio.create_task(db.grouped(body))
+    await asyncio.sleep(0.01)  # waiting for its turn, as the next is
+    joining = held.joining("it gave up before its turn")
+    await asyncio.sleep(0.01)
+    held.go_on.set()  # the held write goes, then the trip, left open for the next
+    await asyncio.to_thread(in_trip.wait, 5)
+    joining.cancel()  # which gives up while the trip goes
+    await asyncio.sleep(0.01)
+    go_on.set()
+    await asyncio.wait_for(asyncio.gather(written, trip), 5)
+    assert joining.cancelled()
+    async with db.write() as conn:
+        count = await conn.scalar(text("SELECT count(*) FROM secrets WHERE name IN ('a', 'b')"))
+    assert count == 2
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
