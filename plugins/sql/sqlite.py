@@ -67,7 +67,6 @@ class Sqlite(GroupedWrites, Database):
         if self._reader is not None:
             self._reader.close()
             self._reader = None
-        await self.close_writer()
         await super().close()
 
     async def reclaim(self, pages: int) -> int:

@@ -6,9 +6,10 @@ written once.
 
 A write given as a function of the connection (`sqlite_saves`) goes in one trip to the
 connection's thread with its transaction's control: the BEGIN if it is the group's first,
-its savepoint otherwise, and the COMMIT if nobody waits to join it. A lone boundary is one
-trip where it was eleven. The transaction's state is SQLite's own (`in_transaction`), read
-in the connection's thread, so a write given up half-way leaves nothing to mend."""
+its savepoint otherwise, and the COMMIT if nobody waits to join it. A lone boundary is two
+trips (the second gives the connection back) where it was eleven. The transaction's state
+is SQLite's own (`in_transaction`), read in the connection's thread, so a write given up
+half-way leaves nothing to mend."""
 
 from __future__ import annotations
 
@@ -46,11 +47,6 @@ class Group:
     async def trip(self, fn: Callable[[Statements], T]) -> T:
         """`fn` in the connection's thread, in one trip."""
         return await in_thread(self.conn, self.driver, fn)
-
-
-class Writer(NamedTuple):
-    conn: AsyncConnection
-    driver: aiosqlite.Connection  # the same connection's, for trips of its own
 
 
 class Outcome(NamedTuple):
@@ -134,7 +130,6 @@ class GroupedWrites:
         self._joining = 0
         self._group: Group | None = None
         self._left: asyncio.Task[None] | None = None  # a group committed after its writes
-        self._writer: Writer | None = None  # the connection groups are written on
 
     async def grouped(self, body: Callable[[Statements], T]) -> T:
         """`body`, a function of the connection, as a grouped write in one trip."""
@@ -151,7 +146,7 @@ class GroupedWrites:
             group.writes += 1
             group.failed = group.failed or outcome.lost
             if last:
-                self._end(group)
+                await asyncio.shield(self._end(group))
             elif not self._joining and self._group is group:
                 # those it was left open for gave up meanwhile: nobody else commits it
                 self._group = None
@@ -225,19 +220,15 @@ class GroupedWrites:
             self._left = asyncio.create_task(self._commit(group), name="sqlite group commit")
 
     async def _begin_group(self) -> Group:
-        """A group on the writer's connection (its transaction begins with its first
-        write). The connection is kept from group to group: taking one from the pool and
-        giving it back cost a group two trips, its check-out and a ROLLBACK."""
+        """A group on a connection of its own (its transaction begins with its first write)."""
         await self._write_lock.acquire()
         try:
-            if self._writer is None:
-                conn = await self.engine.connect()
-                try:
-                    self._writer = Writer(conn, await driver_of(conn))
-                except BaseException:
-                    await conn.close()
-                    raise
-            self._group = Group(*self._writer)
+            conn = await self.engine.connect()
+            try:
+                self._group = Group(conn, await driver_of(conn))
+            except BaseException:
+                await conn.close()
+                raise
         except BaseException:
             self._write_lock.release()
             raise
@@ -245,11 +236,6 @@ class GroupedWrites:
         # first write is one trip, not long enough for them to come while it goes
         await asyncio.sleep(0)
         return self._group
-
-    async def close_writer(self) -> None:
-        if self._writer is not None:
-            conn, self._writer = self._writer.conn, None
-            await conn.close()
 
     async def _commit(self, group: Group) -> None:
         try:
@@ -260,10 +246,10 @@ class GroupedWrites:
             group.failed = group.failed or error
             raise
         finally:
-            self._end(group)
+            await self._end(group)
 
-    def _end(self, group: Group) -> None:
-        """Tell the group's writes how it went, and let the next writer in."""
+    async def _end(self, group: Group) -> None:
+        """Tell the group's writes how it went, and give its connection back."""
         try:
             if group.failed is None:
                 group.committed.set_result(None)
@@ -272,4 +258,7 @@ class GroupedWrites:
             else:
                 group.committed.set_exception(group.failed)
         finally:
-            self._write_lock.release()
+            try:
+                await group.conn.close()
+            finally:
+                self._write_lock.release()
