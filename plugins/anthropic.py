@@ -49,6 +49,7 @@ class Claude(VendorModel["AsyncAnthropic"]):
     provider = "anthropic"
     sdk = "anthropic"
     api_key_env = "ANTHROPIC_API_KEY"
+    history = "messages"
 
     def _make_client(self, **options: Any) -> AsyncAnthropic:
         from anthropic import AsyncAnthropic
@@ -65,7 +66,7 @@ class Claude(VendorModel["AsyncAnthropic"]):
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {"messages": vm.claude_messages(request.messages, request.memo)}
-        if system := vm.system_prompt(request.instructions, request.messages):
+        if system := vm.system_prompt(request.instructions, request.messages, request.memo):
             body["system"] = system
         if request.tools:
             body["tools"] = vm.claude_tools(request.tools)
@@ -74,6 +75,10 @@ class Claude(VendorModel["AsyncAnthropic"]):
         # the SDK reads max_tokens (a single call's timeout grows with it)
         max_tokens = self.max_tokens or DEFAULT_MAX_TOKENS
         return as_written(body, model=self.id, max_tokens=max_tokens, messages=[])
+
+    def _stable(self, items: list[Any]) -> int:
+        # the turns marked as breakpoints are copies, marked afresh on each request
+        return min(breakpoints(items), default=len(items)) if self.prompt_cache else len(items)
 
     async def _respond(self, client: AsyncAnthropic, request: ModelRequest) -> ModelResponse:
         from anthropic import DEFAULT_TIMEOUT
@@ -137,12 +142,17 @@ def mark_breakpoints(body: dict[str, Any]) -> None:
     elif "tools" in body:
         body["tools"][-1] = body["tools"][-1] | {"cache_control": EPHEMERAL}
     turns = body["messages"]
+    for i in breakpoints(turns):
+        turns[i] = turns[i] | {"content": _marked_last(turns[i]["content"])}
+
+
+def breakpoints(turns: list[dict[str, Any]]) -> set[int]:
+    """The turns `mark_breakpoints` marks: the end of the previous turn's prompt (the user
+    turn before the last assistant turn), and the end of this one."""
     last_answer = next(
         (i for i in range(len(turns) - 1, -1, -1) if turns[i]["role"] == "assistant"), 0
     )
-    for i in {last_answer - 1, len(turns) - 1}:
-        if i >= 0 and turns[i]["content"]:
-            turns[i] = turns[i] | {"content": _marked_last(turns[i]["content"])}
+    return {i for i in (last_answer - 1, len(turns) - 1) if i >= 0 and turns[i]["content"]}
 
 
 def _marked_last(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -68,6 +68,7 @@ class OpenAIResponses(_OpenAIModel):
     """A model on the Responses API."""
 
     provider = "openai"
+    history = "input"
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         body = given(
@@ -126,6 +127,7 @@ class OpenAIChat(_OpenAIModel):
     """A model on the Chat Completions API."""
 
     provider = "openai-chat"
+    history = "messages"
 
     def _params(self, request: ModelRequest) -> dict[str, Any]:
         body = given(

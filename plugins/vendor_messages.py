@@ -11,7 +11,7 @@ others are mapped the same way in a call and in its result, so they still pair u
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import msgspec
@@ -38,21 +38,25 @@ class MalformedResponse(Exception):
 
 
 def each_once(
-    convert: Callable[[Message], T], messages: Sequence[Message], memo: dict[Any, Any] | None
+    convert: Callable[[Message], list[T]],
+    messages: Sequence[Message],
+    memo: dict[Any, Any] | None,
 ) -> list[T]:
-    """`convert` of each message; with a memo (`ModelRequest.memo`), a message is converted
-    once for its execution, whose transcript only grows: the messages of the last request
-    that start this one are not converted again. What is returned is shared: do not
-    change it."""
+    """The items `convert` makes of each message, in order; with a memo
+    (`ModelRequest.memo`), a message is converted once for its execution, whose transcript
+    only grows: the items made for the last request's messages that start this one are
+    kept, and those of the new messages join them. What is returned is shared: do not
+    change it (a turn over 1,000 messages copies two lists of pointers, in C)."""
     if memo is None:
-        return [convert(m) for m in messages]
+        return [item for m in messages for item in convert(m)]
     seen: list[Message]
     converted: list[T]
     seen, converted = memo.get(convert, ([], []))
     if list(messages[: len(seen)]) != seen:  # by identity first: at the speed of C
         seen, converted = [], []
-    converted = converted + [convert(m) for m in messages[len(seen) :]]
-    memo[convert] = (list(messages), converted)
+    if len(messages) > len(seen):
+        converted = converted + [item for m in messages[len(seen) :] for item in convert(m)]
+        memo[convert] = (list(messages), converted)
     return converted
 
 
@@ -72,10 +76,16 @@ def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
     return ToolCall(call_id, name, arguments)
 
 
-def system_prompt(instructions: str | None, messages: Iterable[Message]) -> str | None:
+def system_prompt(
+    instructions: str | None, messages: Sequence[Message], memo: dict[Any, Any] | None = None
+) -> str | None:
     """The agent's instructions and any system messages, for vendors that take one prompt."""
-    parts = [instructions] + [m.content for m in messages if m.role == "system"]
+    parts = [instructions, *each_once(_system_text, messages, memo)]
     return "\n\n".join(p for p in parts if p) or None
+
+
+def _system_text(m: Message) -> list[str]:
+    return [m.content] if m.role == "system" and m.content else []
 
 
 # -- OpenAI Responses ---------------------------------------------------------------
@@ -98,7 +108,7 @@ def responses_tools(tools: Sequence[ToolSchema]) -> list[FunctionToolParam]:
 def responses_input(
     messages: Sequence[Message], memo: dict[Any, Any] | None = None
 ) -> list[ResponseInputItemParam]:
-    return [item for items in each_once(_responses_items, messages, memo) for item in items]
+    return each_once(_responses_items, messages, memo)
 
 
 def _responses_items(m: Message) -> list[ResponseInputItemParam]:
@@ -166,21 +176,18 @@ def chat_tools(tools: Sequence[ToolSchema]) -> list[ChatCompletionToolParam]:
 def chat_messages(
     instructions: str | None, messages: Sequence[Message], memo: dict[Any, Any] | None = None
 ) -> list[ChatCompletionMessageParam]:
-    system = system_prompt(instructions, messages)
-    result: list[ChatCompletionMessageParam] = (
-        [{"role": "system", "content": system}] if system else []
-    )
-    result += [c for c in each_once(_chat_message, messages, memo) if c is not None]
-    return result
+    system = system_prompt(instructions, messages, memo)
+    converted = each_once(_chat_message, messages, memo)
+    return [{"role": "system", "content": system}, *converted] if system else converted
 
 
-def _chat_message(m: Message) -> ChatCompletionMessageParam | None:
+def _chat_message(m: Message) -> list[ChatCompletionMessageParam]:
     if m.role == "user":
-        return {"role": "user", "content": m.content or ""}
+        return [{"role": "user", "content": m.content or ""}]
     if m.role == "tool":
-        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content or ""}
+        return [{"role": "tool", "tool_call_id": m.tool_call_id or "", "content": m.content or ""}]
     if m.role != "assistant":
-        return None  # system messages join the system prompt
+        return []  # system messages join the system prompt
     # a turn of tool calls alone has no content: left out, not sent as null
     assistant: ChatCompletionAssistantMessageParam = {"role": "assistant"}
     if m.content is not None or not m.tool_calls:
@@ -194,7 +201,7 @@ def _chat_message(m: Message) -> ChatCompletionMessageParam | None:
             }
             for c in m.tool_calls
         ]
-    return assistant
+    return [assistant]
 
 
 def from_chat(completion: ChatCompletion) -> ModelResponse:

@@ -49,21 +49,24 @@ class Said(Protocol[C]):
 CallT = TypeVar("CallT", bound=Call[Any])
 
 
-def unanswered_calls(messages: Sequence[Said[CallT]]) -> list[CallT]:
-    """The tool calls of the last assistant turn that have no result yet."""
-    for i in range(len(messages) - 1, -1, -1):
+def unanswered_calls(messages: Sequence[Said[CallT]], end: int | None = None) -> list[CallT]:
+    """The tool calls of the last assistant turn (before message `end`) that have no
+    result yet."""
+    end = len(messages) if end is None else end
+    for i in range(end - 1, -1, -1):
         message = messages[i]
         if message.role == "assistant":
-            answered = {m.tool_call_id for m in messages[i + 1 :] if m.role == "tool"}
+            answered = {m.tool_call_id for m in messages[i + 1 : end] if m.role == "tool"}
             return [c for c in message.tool_calls or () if c.id not in answered]
         if message.role != "tool":
             return []
     return []
 
 
-def last_turn(messages: Sequence[Said[Call[Any]]]) -> int:
-    """The index of the last assistant message (0 if there is none)."""
-    return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "assistant"), 0)
+def last_turn(messages: Sequence[Said[Call[Any]]], end: int | None = None) -> int:
+    """The index of the last assistant message (before message `end`; 0 if there is none)."""
+    end = len(messages) if end is None else end
+    return next((i for i in range(end - 1, -1, -1) if messages[i].role == "assistant"), 0)
 
 
 def turns_and_batches(messages: Sequence[Said[Call[Any]]]) -> tuple[int, int]:
@@ -85,11 +88,10 @@ def call_ids(messages: Sequence[Message]) -> set[str]:
 def safe_boundary(messages: Sequence[Said[Call[Any]]], k: int) -> int:
     """The largest boundary <= k that does not split a tool call from its result."""
     while k > 0:
-        cut = messages[:k]
-        if not unanswered_calls(cut):
+        if not unanswered_calls(messages, k):
             return k
         # cut just before the assistant turn whose calls are not all answered
-        k = max(i for i, m in enumerate(cut) if m.role == "assistant")
+        k = last_turn(messages, k)
     return 0
 
 

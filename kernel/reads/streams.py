@@ -22,6 +22,8 @@ from runpoint.seams.storage import Storage
 log = logging.getLogger("runpoint.streams")
 PAGE = 500  # events read at a time
 KEPT = 2_000  # the newest events a tail keeps for its followers
+# the events stored with a status a follow ends at (runpoint.runs.execution)
+STOPPING = frozenset({"RunCompleted", "RunError", "RunCancelled", "RunPaused"})
 
 
 class _Tail:
@@ -57,12 +59,15 @@ class _Tail:
                 if len(found) == PAGE:
                     continue
                 # a short page is the log's end: what is stored after it wakes the tail
-            # the status first: the events that say a run stopped are stored with it
-            run = await self.storage.get_run(self.run.run_id)
-            if run is None or run.status not in IN_FLIGHT:
-                while found := await self.storage.read_events(self.run, self.last, PAGE):
-                    await self._keep(found)
-                return
+            # the status, unless the events just read go on: the events that say a run
+            # stopped are stored with its status (one that stopped otherwise, or went,
+            # is seen at the next look that finds nothing new)
+            if not found or found[-1].event in STOPPING:
+                run = await self.storage.get_run(self.run.run_id)
+                if run is None or run.status not in IN_FLIGHT:
+                    while found := await self.storage.read_events(self.run, self.last, PAGE):
+                        await self._keep(found)
+                    return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.woken.wait(), self.poll_seconds)
             self.woken.clear()

@@ -44,8 +44,18 @@ class BoundaryWriter:
     # reads whole anyway, so nothing is stored that could disagree with the transcript.
     turns_before: int = 0
     batches_before: int = 0
+    # the run's content: its last answer's, kept as messages come (a run of tool calls
+    # alone would have its whole transcript read back at every boundary)
+    content: str | None = None
+
+    def loaded(self, messages: list[Message]) -> None:
+        """The transcript so far, as read."""
+        self.transcript = messages
+        self.content = transcript.final_content(messages[self.run.own_start :])
 
     def append(self, message: Message) -> None:
+        if message.role == "assistant" and message.content:
+            self.content = message.content
         self.transcript.append(message)
         self.unsaved.append(message)
         self.run.count_appended(len(self.transcript), message.usage)
@@ -102,11 +112,6 @@ class BoundaryWriter:
             self.hook.runpoint_checkpoint_written(
                 run=self.run, checkpoint=checkpoint, timing=took()
             )
-
-    @property
-    def content(self) -> str | None:
-        """The run's content: its last answer's."""
-        return transcript.final_content(self.transcript[self.run.own_start :])
 
     async def save(self, checkpoint: Checkpoint | None, intents: Sequence[str] = ()) -> None:
         """A durable boundary, with the events waiting to be stored."""

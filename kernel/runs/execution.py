@@ -111,10 +111,7 @@ class Execution(BoundaryWriter):
         run = self.run
         self.history = []  # read anew if a read failed part way (an outage)
         written = run.message_count - len(self.incoming)  # the incoming are in hand already
-        self.transcript = [
-            *await self.storage.read_messages(run.segments, written),
-            *self.incoming,
-        ]
+        self.loaded([*await self.storage.read_messages(run.segments, written), *self.incoming])
         self.turns_before, self.batches_before = transcript.turns_and_batches(self.transcript)
         self.call_ids = transcript.call_ids(self.transcript)
         previous, depth = run.previous_run_id, self.agent.history_runs

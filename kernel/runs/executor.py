@@ -155,8 +155,11 @@ class Executor:
         return execution is not None and execution.run.status in IN_FLIGHT
 
     def cancel(self, run_id: str) -> bool:
-        """Ask the run's execution here, if any, to stop at its next boundary."""
-        if (execution := self._active.get(run_id)) is None:
+        """Ask the run's execution here, if any, to stop at its next boundary. One whose
+        run has stopped already (paused, ended: its last write done) has none: its
+        caller cancels the stored run."""
+        execution = self._active.get(run_id)
+        if execution is None or execution.run.status not in IN_FLIGHT:
             return False
         execution.cancel_requested.set()
         return True

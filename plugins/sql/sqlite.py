@@ -8,24 +8,17 @@ import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from sqlalchemy import Insert, Select, Table, bindparam, event, insert, select, update
+from sqlalchemy import Insert, Select, Table, event
 from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import URL
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint.core.errors import Unavailable
-from runpoint.core.types import now
+from runpoint.plugins.sql import sqlite_saves
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database, Save
 from runpoint.plugins.sql.one_hop import OneHopDbapi
-from runpoint.plugins.sql.schema import (
-    checkpoints,
-    messages,
-    run_events,
-    runs,
-    sessions,
-    tool_calls,
-)
+from runpoint.plugins.sql.sqlite_groups import GroupedWrites
+from runpoint.plugins.sql.sqlite_saves import driver_of
 
 _INCREMENTAL = 2  # PRAGMA auto_vacuum's INCREMENTAL
 _PRAGMAS = (
@@ -49,19 +42,15 @@ _PRAGMAS = (
 RECLAIM_STEP = 250  # free pages returned under the write lock at a time (1 MB of 4 KiB)
 
 
-class Sqlite(Database):
+class Sqlite(GroupedWrites, Database):
     def __init__(self, url: URL, **engine_options: Any) -> None:
         # each statement one trip to the connection's thread (see `one_hop`)
-        super().__init__(url, module=OneHopDbapi(), **engine_options)
+        Database.__init__(self, url, module=OneHopDbapi(), **engine_options)
         event.listen(self.engine.sync_engine, "connect", _configure)
         # SQLite has one writer: queue this process's writers instead of waiting in SQLite
         self._write_lock = asyncio.Lock()
         self._waiting_alone = 0  # writers waiting for the lock to write alone
-        # one body of a grouped write at a time (see `single_write`), and those waiting
-        self._turn = asyncio.Lock()
-        self._joining = 0
-        self._group: _Group | None = None
-        self._left: asyncio.Task[None] | None = None  # a group committed after its writes
+        GroupedWrites.__init__(self)
         self._reader: sqlite3.Connection | None = None
 
     async def open(self) -> None:
@@ -128,7 +117,12 @@ class Sqlite(Database):
                 try:
                     yield conn
                 except BaseException:
-                    await _take_back(conn, "ROLLBACK")
+                    # unless a statement interrupted (a close cancelled it) cost the
+                    # connection: SQLAlchemy closes it, SQLite takes the transaction back
+                    # with it, and a ROLLBACK's error would replace the CancelledError
+                    # (see runpoint.core.cancels)
+                    if not conn.invalidated:
+                        await conn.exec_driver_sql("ROLLBACK")
                     raise
                 await conn.exec_driver_sql("COMMIT")
         finally:
@@ -140,201 +134,16 @@ class Sqlite(Database):
     def insert_new(self, table: Table) -> Insert:
         return sqlite.insert(table).on_conflict_do_nothing()
 
-    @contextlib.asynccontextmanager
-    async def single_write(self) -> AsyncIterator[AsyncConnection]:
-        """A write that is statements only (a boundary, a birth, event appends: nothing in
-        it waits for anything else), grouped: those that come while one is being written
-        go in its transaction, each in a savepoint of its own (one that fails takes back
-        its own statements only), and all return once it commits: a page that several of
-        them changed is written once."""
-        self._joining += 1
-        try:
-            await self._turn.acquire()
-        except BaseException:  # gave up waiting: the group's last write may be done
-            self._joining -= 1
-            self._commit_if_left()
-            raise
-        self._joining -= 1
-        try:
-            group = self._group or await self._begin_group()
-            try:  # whatever happens from here, the group is committed if this is its last
-                await group.conn.exec_driver_sql("SAVEPOINT grouped")
-                try:
-                    yield group.conn
-                except BaseException:
-                    await _take_back(group.conn, "ROLLBACK TO grouped", "RELEASE grouped")
-                    raise
-                await group.conn.exec_driver_sql("RELEASE grouped")
-            finally:
-                group.writes += 1
-                # the last of those that came meanwhile commits (sooner if one waits to
-                # write alone: it is not kept waiting behind a stream of grouped writes; at
-                # once if its connection was lost: nothing more can join it)
-                if (
-                    not self._joining
-                    or self._waiting_alone
-                    or group.writes >= _GROUP_LIMIT
-                    or group.conn.invalidated
-                ):
-                    self._group = None
-                    # whoever commits, the others learn how it went, even if it gives up
-                    await asyncio.shield(self._commit(group))
-        finally:
-            self._turn.release()
-        await group.committed
-
-    def _commit_if_left(self) -> None:
-        """Commit the open group if no write of it is under way and none waits to join."""
-        if self._group is not None and not self._joining and not self._turn.locked():
-            group, self._group = self._group, None
-            self._left = asyncio.create_task(self._commit(group), name="sqlite group commit")
-
-    async def _begin_group(self) -> _Group:
-        await self._write_lock.acquire()
-        try:
-            conn = await self.engine.connect()
-        except BaseException:
-            self._write_lock.release()
-            raise
-        try:
-            await conn.exec_driver_sql("BEGIN IMMEDIATE")
-        except BaseException:
-            await conn.close()
-            self._write_lock.release()
-            raise
-        self._group = _Group(conn)
-        return self._group
-
-    async def _commit(self, group: _Group) -> None:
-        """Commit `group`, and tell its writes how it went."""
-        try:
-            if group.conn.invalidated:  # its writes were taken back: they may be retried
-                raise Unavailable("a write that shared its transaction was interrupted")
-            await group.conn.exec_driver_sql("COMMIT")
-        except Exception as error:
-            group.committed.set_exception(error)
-            with contextlib.suppress(Exception):
-                await group.conn.exec_driver_sql("ROLLBACK")
-        except BaseException:  # the loop is closing
-            group.committed.cancel()
-            raise
-        else:
-            group.committed.set_result(None)
-        finally:
-            await group.conn.close()
-            self._write_lock.release()
+    async def save(self, written: Save) -> bool | None:
+        return await self.grouped(sqlite_saves.save(written))
 
     async def write_save(self, conn: AsyncConnection, written: Save) -> bool | None:
-        run = written.run
-        found = (
-            await conn.execute(
-                update(runs)
-                .where(runs.c.run_id == run.run_id, runs.c.revision == run.revision)
-                .values(
-                    revision=run.revision + 1,
-                    state=written.state,
-                    lease_owner=run.lease_owner,
-                    lease_expires_at=run.lease_expires_at,
-                    recoveries=run.recoveries,
-                )
-                .returning(runs.c.cancel_requested, runs.c.status)
-            )
-        ).first()
-        if found is None:
-            return None
-        cancel_requested, status = found
-        # apart, and only if it changed (a few times a run): SQLite rewrites the index
-        # entries of every column an UPDATE sets, whether its value changes or not
-        if status != run.status.value:
-            await conn.execute(
-                update(runs).where(runs.c.run_id == run.run_id).values(status=run.status.value)
-            )
-        # the run's row is written under BEGIN IMMEDIATE: the session's may come second
-        rows = written.messages
-        cursor = await conn.scalar(
-            update(sessions)
-            .where(sessions.c.session_id == run.session_id)
-            .values(event_seq=sessions.c.event_seq + len(rows) + 1)
-            .returning(sessions.c.event_seq)
-        )
-        first = cursor - len(rows)
-        if rows:
-            await conn.execute(
-                insert(messages),
-                [
-                    {"run_id": run.run_id, "idx": i, "role": r, "data": d, "event_seq": first + n}
-                    for n, (i, r, d) in enumerate(rows)
-                ],
-            )
-        if written.checkpoint is not None:
-            index, data = written.checkpoint
-            await conn.execute(  # the first checkpoint at an index stands
-                sqlite.insert(checkpoints)
-                .values(run_id=run.run_id, message_index=index, data=data, event_seq=cursor)
-                .on_conflict_do_nothing()
-            )
-        if written.intents:
-            started = now()
-            await conn.execute(
-                insert(tool_calls),
-                [
-                    {"run_id": run.run_id, "tool_call_id": i, "started_at": started}
-                    for i in written.intents
-                ],
-            )
-        await _insert_events(conn, run.run_id, written.events)
-        return bool(cancel_requested)
+        """In a caller's transaction: its statements in one trip all the same."""
+        body = sqlite_saves.save(written)
+        return await sqlite_saves.in_thread(conn, await driver_of(conn), body)
 
     async def append_events(self, appends: Sequence[Append]) -> list[bool]:
-        written = []
-        async with self.single_write() as conn:
-            for run, events in appends:
-                revision = await conn.scalar(_REVISION, {"run": run.run_id})
-                written.append(revision == run.revision)
-                if written[-1]:
-                    await _insert_events(conn, run.run_id, events)
-        return written
-
-
-_REVISION = select(runs.c.revision).where(runs.c.run_id == bindparam("run"))
-
-
-# the most writes one transaction takes
-_GROUP_LIMIT = 64
-
-
-class _Group:
-    """Grouped writes in one transaction (see `Sqlite.single_write`)."""
-
-    def __init__(self, conn: AsyncConnection) -> None:
-        self.conn = conn
-        self.writes = 0
-        self.committed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        # a failure no write waits for (a cancelled one was the last) is no news to report
-        self.committed.add_done_callback(lambda done: done.cancelled() or done.exception())
-
-
-# on the driver: SQLAlchemy's executemany costs a hundred microseconds a row, a token's
-# event a few (a seq stored already stands)
-_INSERT_EVENTS = f"INSERT OR IGNORE INTO {run_events.name} (run_id, seq, data) VALUES (?, ?, ?)"
-
-
-async def _insert_events(
-    conn: AsyncConnection, run_id: str, events: Sequence[tuple[int, bytes]]
-) -> None:
-    if events:
-        rows = [(run_id, seq, data) for seq, data in events]
-        await conn.exec_driver_sql(_INSERT_EVENTS, rows)
-
-
-async def _take_back(conn: AsyncConnection, *statements: str) -> None:
-    """Take back a failed write with `statements`, unless its connection is gone: a
-    statement interrupted (its task cancelled: a close) makes SQLAlchemy close the
-    connection, and SQLite takes the transaction back with it. A statement sent then would
-    fail, and its error replace the CancelledError (see runpoint.core.cancels)."""
-    if not conn.invalidated:
-        for statement in statements:
-            await conn.exec_driver_sql(statement)
+        return await self.grouped(sqlite_saves.append(appends))
 
 
 def _incremental(path: str) -> None:

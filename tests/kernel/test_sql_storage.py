@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 from collections.abc import Coroutine
 from typing import Any
 
+import aiosqlite
 import msgspec
 import pytest
 from sqlalchemy import event, text
@@ -21,8 +23,10 @@ from runpoint.conformance import build
 from runpoint.conformance.events import events
 from runpoint.core.errors import Conflict
 from runpoint.core.types import Edit, Run, RunStatus, Segment, Session, Usage
+from runpoint.plugins.sql import sqlite_groups
 from runpoint.plugins.sql.database import Save
 from runpoint.plugins.sql.sqlite import Sqlite
+from runpoint.plugins.sql.sqlite_saves import Statements
 from runpoint.plugins.sql.store import SqlStorage
 
 # what the storage itself decides: how often a run was written, and whether it was
@@ -323,6 +327,36 @@ async def test_births_that_come_together_share_a_write_and_fail_alone(
         assert await storage.read_messages(run.segments, 1) == build.messages(1)
 
 
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+async def test_sqlite_a_lone_boundary_or_append_is_one_trip_to_its_thread(
+    storage: SqlStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Statements and their transaction's BEGIN and COMMIT go to SQLite's thread together
+    (`plugins/sql/sqlite_groups.py`): a trip a write, and one to give its connection back."""
+    _, run = await build.started(storage, build.messages(1))
+    trips: list[str] = []
+    execute = aiosqlite.Connection._execute
+
+    async def counted(self: aiosqlite.Connection, fn: Any, *args: Any) -> Any:
+        trips.append("trip")
+        return await execute(self, fn, *args)  # type: ignore[no-untyped-call]
+
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
+    writes = count_writes(storage)
+    mark = build.checkpoint(run, 3)
+    await build.append(storage, run, build.messages(2, "more"), mark)
+    # the write, then its connection given back to the pool (a ROLLBACK of nothing)
+    assert (len(trips), writes) == (2, ["BEGIN IMMEDIATE"])
+    assert await storage.append_events(run, events(run, 1, 3))
+    assert (len(trips), writes) == (4, ["BEGIN IMMEDIATE"] * 2)
+
+    assert await build.transcript(storage, run) == build.messages(1) + build.messages(2, "more")
+    assert [c.checkpoint_id for c in await storage.list_checkpoints(run.segments)] == [
+        mark.checkpoint_id
+    ]
+    assert await storage.read_events(run, 0, 10) == events(run, 1, 3)
+
+
 class HeldWrite:
     """A grouped write of a row of `secrets`, held open until `go_on` is set."""
 
@@ -380,28 +414,40 @@ async def test_sqlite_a_write_that_gives_up_joining_leaves_its_group_committed(
     assert await held.written()
 
 
-class SavepointFails:
-    """A connection on which a grouped write cannot begin (its savepoint fails)."""
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+async def test_sqlite_a_write_left_open_for_one_that_gave_up_is_committed(
+    storage: SqlStorage,
+) -> None:
+    """A write in one trip is not its group's last while another waits to join; if that
+    one gives up while the trip goes, the write commits the group itself."""
+    held = HeldWrite(storage)
+    db, in_trip, go_on = held.db, threading.Event(), threading.Event()
 
-    def __init__(self, conn: Any) -> None:
-        self.conn = conn
+    def body(s: Statements) -> None:  # in SQLite's thread
+        in_trip.set()
+        go_on.wait(5)
+        s.one("INSERT INTO secrets (name, value) VALUES ('b', x'00')")
 
-    @property
-    def invalidated(self) -> bool:
-        return bool(self.conn.invalidated)
-
-    async def exec_driver_sql(self, sql: str) -> Any:
-        if sql == "SAVEPOINT grouped":
-            raise OSError("no savepoint")
-        return await self.conn.exec_driver_sql(sql)
-
-    async def close(self) -> None:
-        await self.conn.close()
+    written = await held.begun()
+    trip = asyncio.create_task(db.grouped(body))
+    await asyncio.sleep(0.01)  # waiting for its turn, as the next is
+    joining = held.joining("it gave up before its turn")
+    await asyncio.sleep(0.01)
+    held.go_on.set()  # the held write goes, then the trip, left open for the next
+    await asyncio.to_thread(in_trip.wait, 5)
+    joining.cancel()  # which gives up while the trip goes
+    await asyncio.sleep(0.01)
+    go_on.set()
+    await asyncio.wait_for(asyncio.gather(written, trip), 5)
+    assert joining.cancelled()
+    async with db.write() as conn:
+        count = await conn.scalar(text("SELECT count(*) FROM secrets WHERE name IN ('a', 'b')"))
+    assert count == 2
 
 
 @pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed(
-    storage: SqlStorage,
+    storage: SqlStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     held = HeldWrite(storage)
     db, go_on = held.db, held.go_on
@@ -410,7 +456,14 @@ async def test_sqlite_a_write_that_fails_to_begin_in_a_group_leaves_it_committed
     assert group is not None
     joining = held.joining("its savepoint failed")
     await asyncio.sleep(0.01)  # waiting for its turn in the group
-    group.conn = SavepointFails(group.conn)  # type: ignore[assignment]
+    opened = sqlite_groups.opened
+
+    def fails(s: Statements) -> bool:  # the savepoint of a write that joins the group
+        if s.conn.in_transaction:
+            raise OSError("no savepoint")
+        return opened(s)
+
+    monkeypatch.setattr(sqlite_groups, "opened", fails)
     go_on.set()
     with pytest.raises(OSError):
         await joining

@@ -1,6 +1,7 @@
 """What a turn costs on the way to the vendor: the body runpoint writes is sent as it is
 (not walked by the SDK's typed-parameter transform) and is what the typed call would send;
-each message is converted once per execution; one SDK client serves every run of a model
+each message is converted once per execution, and the history encoded once (the bytes
+unchanged); one SDK client serves every run of a model
 string; and a turn nobody watches is one plain vendor call."""
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import pytest
 from runpoint.core.types import Message, RunStatus, ToolCall
 from runpoint.facade import ContinueRun, CreateRun
 from runpoint.plugins import vendor_messages as vm
+from runpoint.plugins.anthropic import Claude
+from runpoint.plugins.openai import OpenAIChat, OpenAIResponses
+from runpoint.plugins.vendor_model import VendorModel
 from runpoint.seams.agent import tool
 from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.conftest import OpenRunpoint
@@ -106,6 +110,31 @@ def test_each_message_is_converted_once_per_execution() -> None:
     assert vm.claude_messages(HISTORY, memo) == vm.claude_messages(HISTORY, memo)
     assert vm.claude_messages(HISTORY, memo) == vm.claude_messages(HISTORY)
     assert vm.chat_messages("Hi", HISTORY, memo) == vm.chat_messages("Hi", HISTORY)
+
+
+@pytest.mark.parametrize(
+    "model",
+    [OpenAIResponses("gpt-5.4"), OpenAIChat("gpt-4o"), Claude("claude-sonnet-4-6")],
+    ids=["openai", "openai-chat", "anthropic"],
+)
+def test_a_history_encoded_once_an_execution_sends_the_bytes_of_the_whole(
+    model: VendorModel[Any],
+) -> None:
+    """Each turn of an execution resends the history; the items the next request starts
+    with are encoded once, and the body is byte for byte the one encoded whole (the prefix
+    a vendor caches), Claude's breakpoints moving along the turns included."""
+    memo: dict[Any, Any] = {}
+    tools = [tool(get_population).schema]
+    for n in range(1, len(HISTORY) + 1):
+        turn = ModelRequest("Be brief.", HISTORY[:n], tools, watched=True, memo=memo)
+        whole = ModelRequest("Be brief.", HISTORY[:n], tools, watched=True, memo={})
+        assert model._content(turn, stream=True) == model._content(whole, stream=True)
+    # a fork of the execution's transcript (another history): encoded anew
+    other = [HISTORY[0], Message(role="user", content="Autre chose ?")]
+    forked = ModelRequest(None, other, tools, watched=True, memo=memo)
+    assert model._content(forked) == model._content(
+        ModelRequest(None, other, tools, watched=True, memo={})
+    )
 
 
 async def test_one_sdk_client_serves_every_run_of_a_model_string(
