@@ -9,7 +9,6 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Mapping
@@ -18,6 +17,8 @@ from typing import Any
 
 import asyncpg
 from sqlalchemy.engine import make_url
+
+from tests.serving import free_port
 
 URL_ENV = "RUNPOINT_TEST_POSTGRES"
 REQUIRE_ENV = "RUNPOINT_REQUIRE_POSTGRES"
@@ -51,9 +52,7 @@ class TemporaryServer:
         self.settings = settings  # more of the server's settings (-c name=value)
         self.root = Path(tempfile.mkdtemp(prefix="runpoint-pg-"))
         self.data = self.root / "data"
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
+        self.port = free_port()  # the same port again after a restart
         self.url = f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
         self.options = ""
 

@@ -4,6 +4,7 @@ it answers /health, stopped after."""
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import socket
 import subprocess
@@ -17,10 +18,22 @@ import httpx
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A loopback port free now, outside the kernel's range of ephemeral ports: a server
+    started on it a moment later (or again, after a kill) cannot find it taken by some
+    client's connection, whose own end takes a port from that range."""
+    ranges = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    low = int(ranges.read_text().split()[0]) if ranges.exists() else 32768
+    while True:
+        port = _PORTS.randrange(10000, low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # taken
+                continue
+            return port
+
+
+_PORTS = random.SystemRandom()  # not `random`'s, which each xdist worker seeds alike
 
 
 def await_health(
