@@ -136,7 +136,8 @@ class Leases:
                 await self._give_up(run)
         except Conflict:
             return
-        if run.status is RunStatus.RUNNING:
+        # a member run is not resumed but cancelled: `claimed` says so (its crew run ended)
+        if run.status is RunStatus.RUNNING and run.parent_run_id is None:
             log.info("resuming run %s after its process was lost", run.run_id)
         await claimed(run)
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import abc
 import asyncio
-import contextlib
 import logging
 
 from runpoint.core.cancels import stop_if_cancelled
@@ -31,8 +30,9 @@ class Periodic(abc.ABC):
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # its end waited for, not awaited: its CancelledError is not raised here, so one
+            # raised here is aimed at the caller, and goes on
+            await asyncio.wait({self._task})
             self._task = None
 
     async def _loop(self) -> None:

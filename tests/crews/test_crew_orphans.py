@@ -7,8 +7,10 @@ RUNNING, and the lease watch (at start-up, and after) settles those an ended tea
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import msgspec
+import pytest
 
 from runpoint.core.types import IN_FLIGHT, Message, Run, RunStatus, Segment, now
 from runpoint.facade import CreateRun, Runpoint
@@ -57,7 +59,10 @@ async def test_a_team_run_that_ends_leaves_no_member_running(
     assert {m.status for i, m in members.items() if i != orphan.run_id} == {RunStatus.COMPLETED}
 
 
-async def test_recovery_settles_the_members_an_ended_team_run_left(database: str) -> None:
+async def test_recovery_settles_the_members_an_ended_team_run_left(
+    database: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="runpoint.recovery")
     async with Runpoint(agents, database=database) as rp:
         run = await (await rp.create_run(CreateRun(agent_id="crew", message="Paris"))).result()
         going = await (await rp.create_run(CreateRun(agent_id="crew", message="Oslo"))).result()
@@ -76,3 +81,6 @@ async def test_recovery_settles_the_members_an_ended_team_run_left(database: str
         await asyncio.sleep(1)  # beats of the watch: a PAUSED team run's member is its own
         still = await again.storage.get_run(kept.run_id)
         assert still is not None and still.status is RunStatus.RUNNING
+        # the log says what became of it, not that it was resumed
+        said = [r.getMessage() for r in caplog.records if orphan.run_id in r.getMessage()]
+        assert said == [f"member run {orphan.run_id}, left by its ended team run, cancelled"]

@@ -17,6 +17,7 @@ from runpoint.plugins import demo
 from runpoint.plugins.scripted import ScriptedModel, demo_turn
 from runpoint.seams.agent import Agent
 from runpoint.seams.crew import Crew
+from runpoint.seams.model import ModelRequest, ModelResponse
 from tests.http.sse import parse
 
 Client = AsyncTestClient[RunpointApp]
@@ -25,20 +26,27 @@ FORM = {"stream": "false"}
 BOOKED = "The team says: booking-agent: Here is what I found. Paris: Booked a trip to Paris.."
 
 
-SLOW = 0.5  # seconds each turn of `slow-agent` takes
+@pytest.fixture
+def held() -> asyncio.Event:
+    """Each turn of `slow-agent` waits until the test sets it."""
+    return asyncio.Event()
 
 
 @pytest.fixture
-async def client(database: str) -> AsyncIterator[Client]:
+async def client(database: str, held: asyncio.Event) -> AsyncIterator[Client]:
+    async def held_turn(request: ModelRequest) -> ModelResponse:
+        await held.wait()
+        return demo_turn(request)
+
     agents = [
         *demo.agents,
         Crew(id="booking-team", model="scripted:lead", members=["booking-agent"]),
         Agent(
             id="slow-agent",
-            model=ScriptedModel(demo_turn, name="scripted:slow", latency=SLOW),
+            model=ScriptedModel(held_turn, name="scripted:slow"),
             tools=[demo.get_population],
         ),
-        # one member pauses at once, the other takes a while
+        # one member pauses at once, the other works until the test lets it go
         Crew(id="mixed-team", model="scripted:lead", members=["booking-agent", "slow-agent"]),
         # both members pause on a call of the same id (the scripted model numbers its calls)
         Agent(id="booking-twin", model="scripted:demo", tools=[demo.book_trip]),
@@ -102,34 +110,33 @@ async def test_resolving_a_members_approval_resumes_member_and_team(client: Clie
     assert [m["status"] for m in done["member_responses"]] == ["COMPLETED"]
 
 
-async def test_a_members_approval_waits_for_its_team_run_to_pause(client: Client) -> None:
+async def test_a_members_approval_waits_for_its_team_run_to_pause(
+    client: Client, held: asyncio.Event
+) -> None:
     accepted = await client.post(
         "/teams/mixed-team/runs",
         data={"message": "Book Paris", "stream": "false", "background": "true"},
     )
     run = accepted.json()
-    for _ in range(200):  # the booking member has paused; the slow one still works
-        if listed := (await client.get("/approvals")).json()["data"]:
-            break
-        await asyncio.sleep(0.01)
+    async with asyncio.timeout(30):  # the booking member has paused; the slow one is held
+        while not (listed := (await client.get("/approvals")).json()["data"]):  # noqa: ASYNC110 (polls the server)
+            await asyncio.sleep(0.01)
     [approval] = listed
     early = await client.post(f"/approvals/{approval['id']}/resolve", json={"status": "approved"})
     assert early.status_code == 409, early.text
     assert "decide its member's calls once it has paused" in early.json()["detail"]
+    held.set()
     path = f"/teams/mixed-team/runs/{run['run_id']}?session_id={run['session_id']}"
-    for _ in range(300):
-        if (await client.get(path)).json()["status"] == "PAUSED":
-            break
-        await asyncio.sleep(0.02)
+    async with asyncio.timeout(30):  # the slow member ends, and the team run pauses
+        while (await client.get(path)).json()["status"] != "PAUSED":  # noqa: ASYNC110 (polls the server)
+            await asyncio.sleep(0.02)
     resolved = await client.post(
         f"/approvals/{approval['id']}/resolve", json={"status": "approved"}
     )
     assert resolved.status_code == 200, resolved.text
-    for _ in range(300):
-        done = (await client.get(path)).json()
-        if done["status"] == "COMPLETED":
-            break
-        await asyncio.sleep(0.02)
+    async with asyncio.timeout(30):
+        while (done := (await client.get(path)).json())["status"] != "COMPLETED":  # noqa: ASYNC110 (polls the server)
+            await asyncio.sleep(0.02)
     assert sorted(m["status"] for m in done["member_responses"]) == ["COMPLETED", "COMPLETED"]
     assert "Booked a trip to Paris" in done["content"]
 

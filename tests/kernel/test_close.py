@@ -153,6 +153,36 @@ async def test_a_stop_ends_a_pass_whose_cancel_surfaced_as_an_error() -> None:
     await returns(asyncio.create_task(hung.stop()))
 
 
+class Slow(Periodic):
+    """A pass whose way out, when it is cancelled, takes until `done` is set."""
+
+    every, name, log = 0.001, "slow pass", logging.getLogger("test")
+
+    def __init__(self) -> None:
+        self.began, self.leaving, self.done = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+    async def once(self) -> None:
+        self.began.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            self.leaving.set()
+            await self.done.wait()
+
+
+async def test_a_cancel_of_the_caller_of_stop_is_not_swallowed() -> None:
+    slow = Slow()
+    slow.start()
+    await slow.began.wait()
+    stopping = asyncio.create_task(slow.stop())
+    await slow.leaving.wait()  # the stop waits for the pass's way out
+    stopping.cancel()  # as a close cancelled in turn would be
+    slow.done.set()
+    await asyncio.wait({stopping}, timeout=WAIT)
+    assert stopping.cancelled()
+    await returns(asyncio.create_task(slow.stop()))  # a stop again ends it
+
+
 @pytest.mark.memory
 async def test_a_run_whose_cancel_surfaced_as_an_error_is_left_to_recovery(
     database: str,
