@@ -94,8 +94,9 @@ class Leases:
             yield
         finally:
             beating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
+            # its end waited for, not awaited: a CancelledError here is aimed at the block's
+            # task (as in `Periodic.stop`), and goes on
+            await asyncio.wait({beating})
 
     async def watch(
         self,

@@ -15,10 +15,12 @@ import pytest
 from sqlalchemy import event, text
 
 from runpoint.core.errors import Unavailable
-from runpoint.core.types import RunStatus
+from runpoint.core.types import Lease, RunStatus
+from runpoint.durable.leases import Leases
 from runpoint.durable.periodic import Periodic
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.demo import agents
+from runpoint.plugins.memory import MemoryStorage
 from runpoint.plugins.scripted import ScriptedModel
 from runpoint.plugins.sql.sqlite import Sqlite
 from runpoint.plugins.sql.store import SqlStorage
@@ -181,6 +183,34 @@ async def test_a_cancel_of_the_caller_of_stop_is_not_swallowed() -> None:
     await asyncio.wait({stopping}, timeout=WAIT)
     assert stopping.cancelled()
     await returns(asyncio.create_task(slow.stop()))  # a stop again ends it
+
+
+async def test_a_cancel_of_a_block_under_a_renewed_lease_is_not_swallowed() -> None:
+    """A block whose lease is renewed, cancelled while it waits for the heartbeat's way
+    out (a renewal in flight), ends cancelled, not as if it had returned."""
+    leaving, done = asyncio.Event(), asyncio.Event()
+
+    async def renew(lease: Lease) -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:  # the heartbeat's way out, held
+            leaving.set()
+            await done.wait()
+
+    renewing = asyncio.Event()
+    leases = Leases(MemoryStorage(), lease_seconds=0.03, max_recoveries=1)
+
+    async def block() -> None:
+        async with leases.renewing("owner", renew):
+            renewing.set()
+            await asyncio.sleep(0.05)  # a renewal begins meanwhile
+
+    blocked = asyncio.create_task(block())
+    await leaving.wait()  # the block has ended and waits for the heartbeat to stop
+    blocked.cancel()
+    done.set()
+    await asyncio.wait({blocked}, timeout=WAIT)
+    assert renewing.is_set() and blocked.cancelled()
 
 
 @pytest.mark.memory
