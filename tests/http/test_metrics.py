@@ -167,11 +167,17 @@ async def test_a_run_resumed_after_its_process_died_is_a_recovery(
     run_id = await crashing.kill(database, tmp_path / "calls.txt")
     metrics = Metrics()
     host = PluginHost([metrics])
+    finished = {"agent_id": "counter", "status": "COMPLETED"}
     async with Runpoint([crashing.agent], database=database, lease_seconds=0.5, host=host) as rp:
         await until(rp, run_id, RunStatus.COMPLETED)
-        samples = parse((await metrics.scrape(rp))[0].decode())
+        # plugins are told after the run's last save, which `until` may see first
+        async with asyncio.timeout(10):
+            while True:
+                samples = parse((await metrics.scrape(rp))[0].decode())
+                if value(samples, "runpoint_runs_finished_total", **finished) is not None:
+                    break
+                await asyncio.sleep(0.01)
     assert value(samples, "runpoint_run_recoveries_total", agent_id="counter") == 1
-    finished = {"agent_id": "counter", "status": "COMPLETED"}
     assert value(samples, "runpoint_runs_finished_total", **finished) == 1
 
 
