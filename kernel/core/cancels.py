@@ -10,6 +10,7 @@ ordinary one: a loop would go on, and whoever awaits the task (a close) waits fo
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 
 def stop_if_cancelled(error: Exception) -> None:
@@ -18,3 +19,11 @@ def stop_if_cancelled(error: Exception) -> None:
     task = asyncio.current_task()
     if task is not None and task.cancelling():
         raise asyncio.CancelledError from error
+
+
+async def stopped(task: asyncio.Task[Any]) -> None:
+    """Cancel `task` and wait for its end. Its end is waited for, not awaited: its own
+    CancelledError is not raised here, so one raised here is aimed at the caller, and goes
+    on (a `suppress(CancelledError)` around `await task` would swallow it)."""
+    task.cancel()
+    await asyncio.wait({task})

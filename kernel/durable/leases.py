@@ -20,7 +20,7 @@ import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 
-from runpoint.core.cancels import stop_if_cancelled
+from runpoint.core.cancels import stop_if_cancelled, stopped
 from runpoint.core.errors import Conflict
 from runpoint.core.types import Lease, Run, RunEvent, RunStatus, new_id, now
 from runpoint.seams.storage import Storage
@@ -93,10 +93,7 @@ class Leases:
         try:
             yield
         finally:
-            beating.cancel()
-            # its end waited for, not awaited: a CancelledError here is aimed at the block's
-            # task (as in `Periodic.stop`), and goes on
-            await asyncio.wait({beating})
+            await stopped(beating)
 
     async def watch(
         self,

@@ -7,7 +7,7 @@ import abc
 import asyncio
 import logging
 
-from runpoint.core.cancels import stop_if_cancelled
+from runpoint.core.cancels import stop_if_cancelled, stopped
 
 
 class Periodic(abc.ABC):
@@ -29,10 +29,7 @@ class Periodic(abc.ABC):
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            # its end waited for, not awaited: its CancelledError is not raised here, so one
-            # raised here is aimed at the caller, and goes on
-            await asyncio.wait({self._task})
+            await stopped(self._task)
             self._task = None
 
     async def _loop(self) -> None:

@@ -13,7 +13,6 @@ under a keyring key before team keys were), the team found from the row's sessio
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +20,7 @@ from sqlalchemy import ColumnElement, Table, bindparam, delete, select, tuple_, 
 from sqlalchemy import column as sql_column
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint.core.cancels import stop_if_cancelled
+from runpoint.core.cancels import stop_if_cancelled, stopped
 from runpoint.core.keyring import TEAM_MAGIC, TeamKeys, Unopened, key_id_of
 from runpoint.core.sealing import Codec, aad
 from runpoint.plugins.sql import team_keys
@@ -69,9 +68,7 @@ class SqlEncryption:
 
     async def stop_watching(self) -> None:
         if self._watch is not None:
-            self._watch.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch
+            await stopped(self._watch)
 
     async def _watching(self) -> None:
         while True:
