@@ -172,18 +172,19 @@ class Codec:
                 return self.teams.open(stored, associated)
             return self.keyring.open(stored, associated)
         except Unopened as exc:
-            raise self._refused(binding, str(exc)) from None
+            raise self.refused(binding, str(exc)) from None
 
     def _unsealed(self, stored: bytes, binding: Binding) -> bytes:
         if stored[:1] in _SEALED:
-            raise self._refused(binding, "sealed, and no keyring was given")
+            raise self.refused(binding, "sealed, and no keyring was given")
         return stored
 
     def forget_opened(self) -> None:
         """A key stopped opening documents: what it opened must not be served from memory."""
         self.opened.clear()
 
-    def _refused(self, binding: Binding, why: str) -> Unreadable:
+    def refused(self, binding: Binding, why: str) -> Unreadable:
+        """`Unreadable` for the row at `binding`, logged and counted."""
         self.failures += 1
         kind, field, *key = binding
         row = f"{kind}({', '.join(map(str, key))}).{field}"

@@ -7,6 +7,7 @@ from collections.abc import Collection, Sequence
 from sqlalchemy import ColumnElement, Table, and_, delete, func, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.plugins.sql import packs
 from runpoint.plugins.sql.schema import (
     approvals,
     checkpoints,
@@ -50,16 +51,24 @@ async def erase(
             conn, messages.c.run_id.in_(unread), checkpoints.c.run_id.in_(unread)
         )
     for source, ranges in kept.items():
+        # a row goes if none of what it holds is read (a checkpoint pack's members lie
+        # within WINDOW of its first: one that may hold a read one stays)
         m, c = messages.c, checkpoints.c
         removed += await _delete_rows(
             conn,
             and_(
-                m.run_id == source, not_(or_(*(and_(m.idx >= lo, m.idx < hi) for lo, hi in ranges)))
+                m.run_id == source,
+                not_(or_(*(and_(m.idx < hi, m.idx + m.n > lo) for lo, hi in ranges))),
             ),
             and_(
                 c.run_id == source,
                 not_(
-                    or_(*(and_(c.message_index > lo, c.message_index <= hi) for lo, hi in ranges))
+                    or_(
+                        *(
+                            and_(c.message_index <= hi, packs.reach(c.message_index, c.n) > lo)
+                            for lo, hi in ranges
+                        )
+                    )
                 ),
             ),
         )
@@ -99,11 +108,14 @@ async def _delete_rows(
 async def delete_rows(
     conn: AsyncConnection, table: Table, where: ColumnElement[bool]
 ) -> tuple[int, int]:
-    """Delete rows: how many, and the bytes of their documents."""
-    sizes = (
-        await conn.scalars(delete(table).where(where).returning(func.length(table.c.data)))
+    """Delete rows of messages or checkpoints: how many they held, and the bytes of their
+    documents."""
+    rows = (
+        await conn.execute(
+            delete(table).where(where).returning(table.c.n, func.length(table.c.data))
+        )
     ).all()
-    return len(sizes), sum(sizes)
+    return sum(n for n, _ in rows), sum(size for _, size in rows)
 
 
 async def captures(conn: AsyncConnection, session_ids: Sequence[str]) -> list[str]:
