@@ -95,6 +95,28 @@ async def a_long_source_removed_under_a_fork_keeps_what_the_fork_reads(store: St
 
 
 @check(RETENTION)
+async def a_long_source_removed_under_an_edit_fork_keeps_the_rows_around_its_edit(
+    store: Storage,
+) -> None:
+    _, source = await build.finished(store, LONG)
+    fork = build.fork(source, 45, status=RunStatus.PAUSED, message_count=46)
+    fork.segments = [
+        Segment(source.run_id, 0, 10),
+        Segment(fork.run_id, 10, 11),
+        Segment(source.run_id, 11, 45),
+        Segment(fork.run_id, 45),
+    ]
+    await store.create_runs([fork], {fork.run_id: build.messages(2, "edited")})
+    before = [await build.transcript(store, fork), await store.list_checkpoints(fork.segments)]
+    await store.remove_runs([source.run_id])
+    after = [await build.transcript(store, fork), await store.list_checkpoints(fork.segments)]
+    assert after == before, "the fork reads as before"
+    layout = [Segment(source.run_id, 0)]
+    kept = build.messages(45)
+    assert await store.read_messages(layout, LONG) == kept[:10] + kept[11:], "the rest went"
+
+
+@check(RETENTION)
 async def keep_last_n_of_a_long_run(store: Storage) -> None:
     _, run = await build.finished(store, LONG)
     listed = await store.list_checkpoints(run.segments)

@@ -1,8 +1,9 @@
 """A run's settled rows, packed: once a save takes a run's messages past a multiple of
 WINDOW, the window's messages are kept in one row (a pack), and its checkpoints in
-another. With a keyring each row is one AES-GCM open, which costs about as much as reading
-a small row in the clear: a first read of a run opens a pack a window, not a row a message
-and a row a checkpoint (and SQLite hands back fewer rows, keyring or not).
+another; so is the last window of a run past its first that stopped (ended or paused).
+With a keyring each row is one AES-GCM open, which costs about as much as reading a small
+row in the clear: a first read of a run opens a pack a window, not a row a message and a row a
+checkpoint (and SQLite hands back fewer rows, keyring or not).
 
 A pack is keyed by its first member and holds `n` of them (a column in the clear); it
 never spans a multiple of WINDOW, so the packs holding the indexes from `lo` on are among
@@ -11,7 +12,8 @@ documents, indexes idx..idx+n-1; a checkpoint pack the array of `[message_index,
 event_seq, document]`. A row a save writes into a window packed already (a checkpoint at
 a run's end) stays a row of its own: a read takes a window's packs and rows together. A
 pack is sealed as one document, bound to its row like any other; one that does not hold
-the `n` members its row says is refused as an altered row is."""
+the `n` members its row says is refused as an altered row is. A removal or trim that
+takes some of a pack's members writes it again with the others (`thin`)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,6 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
-    case,
     delete,
     func,
     insert,
@@ -39,13 +40,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.errors import Unavailable
 from runpoint.core.sealing import Codec
-from runpoint.core.types import Run
+from runpoint.core.types import IN_FLIGHT, Run
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import checkpoints, messages
 
 log = logging.getLogger("runpoint.storage")
-WINDOW = 32  # message indexes: no pack spans a multiple of it
-PACK_BYTES = 16 * 1024  # a pack's documents at most: a larger one stays a row of its own
+WINDOW = 64  # message indexes: no pack spans a multiple of it
+PACK_BYTES = 24 * 1024  # a pack's documents at most: a larger one stays a row of its own
 PACKED = "pack"  # a message pack's role (its members' are in their documents)
 
 Range = tuple[str, int, int]  # run_id, lo, hi
@@ -63,6 +64,13 @@ class Mark(msgspec.Struct, array_like=True):
 _message_members = msgspec.json.Decoder(list[msgspec.Raw]).decode
 _checkpoint_members = msgspec.json.Decoder(list[Mark]).decode
 _encode = msgspec.json.Encoder().encode
+
+
+class _Role(msgspec.Struct):
+    role: str
+
+
+_decode_role = msgspec.json.Decoder(_Role).decode
 
 
 def range_values(ranges: Sequence[Range]) -> dict[str, object]:
@@ -112,11 +120,6 @@ def checkpoints_in(ranges: int) -> Select[tuple[str, int, bytes, int, int | None
     )
 
 
-def reach(column: Any, n: Any) -> ColumnElement[int]:
-    """The last index a row keyed by `column` may hold: its own, or its window's end."""
-    return column + case((n > 1, WINDOW - 1), else_=0)  # type: ignore[no-any-return]
-
-
 class Found(msgspec.Struct, array_like=True, gc=False):
     """A message or checkpoint a read found: its run, index, document and (a checkpoint's)
     place in its session's event log."""
@@ -143,18 +146,20 @@ def opened(
         for r in rows
         if _overlaps(r[1], r[1] + (r[3] if is_messages or r[3] == 1 else WINDOW), bounds(r[0]))
     ]
-    found = []
+    found: list[Found] = []
+    ordered = True  # a source's pack read around an edit-fork's rows is not in order
     for row, document in zip(rows, codec.open_rows(table, "data", rows, 2), strict=True):
         if row[3] == 1:
-            found.append(Found(row[0], row[1], document, row[4] if len(row) > 4 else None))
-            continue
-        ranges_of = bounds(row[0])
-        found += [
-            m
-            for m in members(codec, table, row, document)
-            if _overlaps(m.index, m.index + 1, ranges_of)
-        ]
-    return found
+            held = [Found(row[0], row[1], document, row[4] if len(row) > 4 else None)]
+        else:
+            held, ranges_of = members(codec, table, row, document), bounds(row[0]) or []
+            first, last = held[0].index, held[-1].index
+            if not any(lo <= first and last < hi for lo, hi in ranges_of):  # not all of it
+                held = [m for m in held if _overlaps(m.index, m.index + 1, ranges_of)]
+        if held and found and held[0].index < found[-1].index:
+            ordered = False
+        found += held
+    return found if ordered else sorted(found, key=lambda f: f.index)
 
 
 def _overlaps(lo: int, hi: int, ranges: Iterable[tuple[int, int]] | None) -> bool:
@@ -182,16 +187,21 @@ def members(codec: Codec, table: str, row: Sequence[Any], document: bytes) -> li
     return found
 
 
-async def pack_completed(db: Database, run: Run, first: int) -> None:
+async def pack_settled(db: Database, run: Run, first: int) -> None:
     """Pack the windows of `run`'s own rows that its last save (its messages from `first`
-    to its message_count) completed. Packing changes no document: one that fails (an
-    outage, another writer's) leaves the rows as they were, and is not retried."""
+    to its message_count) completed, and its last one if the run stopped (a run continued
+    later packs that window again when it completes). Packing changes no document: one
+    that fails (an outage, another writer's) leaves the rows as they were, and is not
+    retried."""
     tail = run.segments[-1] if run.segments else None
     if tail is None or tail.run_id != run.run_id:
         return
-    ends = range((first // WINDOW + 1) * WINDOW, run.message_count + 1, WINDOW)
+    count = run.message_count
+    ends = [*range((first // WINDOW + 1) * WINDOW, count + 1, WINDOW)]
+    if run.status not in IN_FLIGHT and count % WINDOW and count > WINDOW:
+        ends.append(count)  # a short run's few rows are left as they are
     for end in ends:
-        lo = max(end - WINDOW, tail.start)
+        lo = max((end - 1) // WINDOW * WINDOW, tail.start)
         if end - lo < 2:
             continue
         try:
@@ -233,25 +243,34 @@ async def _pack(
         )
         if gone.rowcount != len(group):  # another writer packed them meanwhile
             raise _Moved(f"{table} of run {run.run_id} at {found[0].index}")
-        await _insert_pack(conn, codec, table, run.team_id, found)
+        await _insert(conn, table, found, functools.partial(codec.seal, team=run.team_id))
 
 
-async def _insert_pack(
-    conn: AsyncConnection, codec: Codec, table: str, team: str, found: Sequence[Found]
+async def _insert(
+    conn: AsyncConnection,
+    table: str,
+    found: Sequence[Found],
+    seal: Callable[..., bytes],  # (document, kind, field, *key) -> what to store
 ) -> None:
-    """One row holding `found`, a run's consecutive checkpoints (or messages, two or more)."""
+    """One row holding `found`, a run's consecutive messages or checkpoints: a pack, or
+    a row of one's own."""
     run_id, first = found[0].run_id, found[0].index
-    if table == messages.name:
-        packed = b"[" + b",".join(f.document for f in found) + b"]"
-        values: dict[str, Any] = {"idx": first, "role": PACKED}
-    elif len(found) == 1:  # what is left of a pack
-        packed, values = found[0].document, {"message_index": first, "event_seq": found[0].seq}
+    values: dict[str, Any]
+    if len(found) == 1:
+        document = found[0].document
+        if table == messages.name:
+            values = {"idx": first, "role": _decode_role(document).role}
+        else:
+            values = {"message_index": first, "event_seq": found[0].seq}
+    elif table == messages.name:
+        document = b"[" + b",".join(f.document for f in found) + b"]"
+        values = {"idx": first, "role": PACKED}
     else:
-        packed = _encode([Mark(f.index, f.seq, msgspec.Raw(f.document)) for f in found])
+        document = _encode([Mark(f.index, f.seq, msgspec.Raw(f.document)) for f in found])
         values = {"message_index": first}
-    sealed = codec.seal(packed, table, "data", run_id, first, team=team)
+    stored = seal(document, table, "data", run_id, first)
     t = messages if table == messages.name else checkpoints
-    await conn.execute(insert(t).values(run_id=run_id, data=sealed, n=len(found), **values))
+    await conn.execute(insert(t).values(run_id=run_id, data=stored, n=len(found), **values))
 
 
 async def run_checkpoints(conn: AsyncConnection, codec: Codec, run_id: str) -> list[Found]:
@@ -262,27 +281,12 @@ async def run_checkpoints(conn: AsyncConnection, codec: Codec, run_id: str) -> l
 
 
 async def delete_checkpoints(
-    conn: AsyncConnection, codec: Codec, run_id: str, team: str, doomed: Collection[int]
+    conn: AsyncConnection, codec: Codec, run_id: str, doomed: Collection[int]
 ) -> tuple[int, int]:
-    """Delete a run's checkpoints at `doomed` (those of a pack: the pack written again
-    with the others), in `conn`'s transaction: how many, and their documents' bytes."""
+    """Delete a run's checkpoints at `doomed`, in `conn`'s transaction: how many, and
+    their documents' bytes."""
+    count, size = await thin(conn, codec, checkpoints.name, run_id, lambda i: i not in doomed)
     c = checkpoints.c
-    packed = (
-        await conn.execute(
-            select(c.run_id, c.message_index, c.data, c.n).where(c.run_id == run_id, c.n > 1)
-        )
-    ).all()
-    count = size = 0
-    opened_ = codec.open_rows(checkpoints.name, "data", packed, 2)
-    for row, document in zip(packed, opened_, strict=True):
-        found = members(codec, checkpoints.name, row, document)
-        if not any(f.index in doomed for f in found):
-            continue
-        await conn.execute(delete(checkpoints).where(c.run_id == run_id, c.message_index == row[1]))
-        if kept := [f for f in found if f.index not in doomed]:
-            await _insert_pack(conn, codec, checkpoints.name, team, kept)
-        count += len(found) - len(kept)
-        size += sum(len(f.document) for f in found if f.index in doomed)
     sizes = (
         await conn.scalars(
             delete(checkpoints)
@@ -291,6 +295,34 @@ async def delete_checkpoints(
         )
     ).all()
     return count + len(sizes), size + sum(sizes)
+
+
+async def thin(
+    conn: AsyncConnection, codec: Codec, table: str, run_id: str, keep: Callable[[int], bool]
+) -> tuple[int, int]:
+    """Write each pack of a run's messages or checkpoints that holds members `keep`
+    refuses again without them (sealed under its key), in `conn`'s transaction: how many
+    members went, and their documents' bytes. Its rows of their own are the caller's."""
+    t = messages if table == messages.name else checkpoints
+    key = t.c.idx if t is messages else t.c.message_index
+    packs = (
+        await conn.execute(
+            select(t.c.run_id, key, t.c.data, t.c.n).where(t.c.run_id == run_id, t.c.n > 1)
+        )
+    ).all()
+    count = size = 0
+    for row, document in zip(packs, codec.open_rows(table, "data", packs, 2), strict=True):
+        found = members(codec, table, row, document)
+        kept = [f for f in found if keep(f.index)]
+        if len(kept) == len(found):
+            continue
+        await conn.execute(delete(t).where(t.c.run_id == run_id, key == row[1]))
+        seal = functools.partial(codec.seal_like, row[2])
+        for part in _consecutive(kept) if t is messages else [kept] if kept else []:
+            await _insert(conn, table, part, seal)
+        count += len(found) - len(kept)
+        size += sum(len(f.document) for f in found if not keep(f.index))
+    return count, size
 
 
 class _Moved(Exception):
@@ -310,3 +342,14 @@ def _groups(rows: Sequence[T]) -> list[list[T]]:
             groups[-1].append(row)
             size += length
     return [g for g in groups if len(g) > 1]
+
+
+def _consecutive(found: Sequence[Found]) -> list[list[Found]]:
+    """`found` (messages, by index) in runs of consecutive indexes."""
+    parts: list[list[Found]] = []
+    for f in found:
+        if parts and parts[-1][-1].index + 1 == f.index:
+            parts[-1].append(f)
+        else:
+            parts.append([f])
+    return parts

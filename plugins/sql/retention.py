@@ -78,7 +78,7 @@ class SqlRetention:
                 - {r.session_id for r in every if r.run_id not in doomed}
             )
             captured = await captures(conn, emptied)
-            removed += await erase(conn, [*doomed, *captured], doomed)
+            removed += await erase(conn, self.db.codec, [*doomed, *captured], doomed)
             removed.runs, removed.run_ids = len(doomed), sorted(doomed)
             removed.sessions = await delete_sessions(conn, emptied)
         return removed
@@ -102,7 +102,7 @@ class SqlRetention:
             if doomed:
                 await inline_checkpoints(conn, self.db.codec, run_id, team, doomed)
                 removed.checkpoints, removed.size = await packs.delete_checkpoints(
-                    conn, self.db.codec, run_id, team, doomed
+                    conn, self.db.codec, run_id, doomed
                 )
         return removed
 

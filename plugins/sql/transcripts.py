@@ -136,8 +136,8 @@ class SqlTranscripts:
             async with self.db.write() as conn:  # a transaction with the key's answer
                 await record_answer(conn, answering)
                 saved(run, await self.db.write_save(conn, written))
-        if written.messages:
-            await packs.pack_completed(self.db, run, written.messages[0][0])
+        first = written.messages[0][0] if written.messages else run.message_count
+        await packs.pack_settled(self.db, run, first)
 
     async def _landed(self, written: Save) -> bool | None:
         """The run's `cancel_requested` if the save that failed before this one (its answer
