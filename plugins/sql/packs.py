@@ -1,19 +1,20 @@
 """A run's settled rows, packed: once a save takes a run's messages past a multiple of
 WINDOW, the window's messages are kept in one row (a pack), and its checkpoints in
-another; so is the last window of a run past its first that stopped (ended or paused).
+another; so is the last window of a run that stopped (ended or paused), if half full.
 With a keyring each row is one AES-GCM open, which costs about as much as reading a small
-row in the clear: a first read of a run opens a pack a window, not a row a message and a row a
-checkpoint (and SQLite hands back fewer rows, keyring or not).
+row in the clear: a first read of a run opens a pack a window, not a row a message and a
+row a checkpoint (and SQLite hands back fewer rows, keyring or not).
 
 A pack is keyed by its first member and holds `n` of them (a column in the clear); it
 never spans a multiple of WINDOW, so the packs holding the indexes from `lo` on are among
 the rows keyed after lo - WINDOW. A message pack is the JSON array of its members'
-documents, indexes idx..idx+n-1; a checkpoint pack the array of `[message_index,
-event_seq, document]`. A row a save writes into a window packed already (a checkpoint at
-a run's end) stays a row of its own: a read takes a window's packs and rows together. A
-pack is sealed as one document, bound to its row like any other; one that does not hold
-the `n` members its row says is refused as an altered row is. A removal or trim that
-takes some of a pack's members writes it again with the others (`thin`)."""
+documents, indexes idx..idx+n-1 (its `role` the first letters of theirs); a checkpoint
+pack the array of `[message_index, event_seq, document]`. A row a save writes into a
+window packed already (a checkpoint at a run's end) stays a row of its own: a read takes
+a window's packs and rows together. A pack is sealed as one document, bound to its row
+like any other; one that does not hold the `n` members its row says is refused as an
+altered row is. A removal or trim that takes some of a pack's members writes it again
+with the others (`thin`)."""
 
 from __future__ import annotations
 
@@ -47,7 +48,6 @@ from runpoint.plugins.sql.schema import checkpoints, messages
 log = logging.getLogger("runpoint.storage")
 WINDOW = 64  # message indexes: no pack spans a multiple of it
 PACK_BYTES = 24 * 1024  # a pack's documents at most: a larger one stays a row of its own
-PACKED = "pack"  # a message pack's role (its members' are in their documents)
 
 Range = tuple[str, int, int]  # run_id, lo, hi
 T = TypeVar("T")
@@ -71,6 +71,12 @@ class _Role(msgspec.Struct):
 
 
 _decode_role = msgspec.json.Decoder(_Role).decode
+
+
+def roles(held: Iterable[str]) -> str:
+    """A message pack's `role`: the first letter of each role its members have ("atu"),
+    so that a search for the last message of a role skips the packs without one."""
+    return "".join(sorted({role[0] for role in held}))
 
 
 def range_values(ranges: Sequence[Range]) -> dict[str, object]:
@@ -198,12 +204,12 @@ async def pack_settled(db: Database, run: Run, first: int) -> None:
         return
     count = run.message_count
     ends = [*range((first // WINDOW + 1) * WINDOW, count + 1, WINDOW)]
-    if run.status not in IN_FLIGHT and count % WINDOW and count > WINDOW:
-        ends.append(count)  # a short run's few rows are left as they are
+    if run.status not in IN_FLIGHT and count % WINDOW:
+        ends.append(count)
     for end in ends:
         lo = max((end - 1) // WINDOW * WINDOW, tail.start)
-        if end - lo < 2:
-            continue
+        if end - lo < (2 if end % WINDOW == 0 else WINDOW // 2):
+            continue  # a last window less than half full: too few rows to be worth a write
         try:
             async with db.write() as conn:
                 await _pack(conn, db.codec, run, messages.name, lo, end)
@@ -264,7 +270,7 @@ async def _insert(
             values = {"message_index": first, "event_seq": found[0].seq}
     elif table == messages.name:
         document = b"[" + b",".join(f.document for f in found) + b"]"
-        values = {"idx": first, "role": PACKED}
+        values = {"idx": first, "role": roles(_decode_role(f.document).role for f in found)}
     else:
         document = _encode([Mark(f.index, f.seq, msgspec.Raw(f.document)) for f in found])
         values = {"message_index": first}

@@ -103,7 +103,7 @@ messages = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("idx", Integer, primary_key=True, autoincrement=False),
-    Column("role", String(16), nullable=False),
+    Column("role", String(16), nullable=False),  # a pack's: its members' first letters
     Column("data", LargeBinary, nullable=False),
     # its place in its session's event log (NULL for rows written before the log existed,
     # and for packs)

@@ -47,6 +47,7 @@ _RECORD_RESULT = (
     .values(result=bindparam("document"))
 )
 # the last row before `hi` that holds a message of the role from `lo` on, or may: a pack
+# with one (packs.roles)
 _LAST_INDEX = (
     select(messages.c.run_id, messages.c.idx, messages.c.data, messages.c.n)
     .where(
@@ -55,7 +56,7 @@ _LAST_INDEX = (
         messages.c.idx < bindparam("hi"),
         or_(
             and_(messages.c.role == bindparam("role"), messages.c.idx >= bindparam("lo")),
-            messages.c.n > 1,
+            and_(messages.c.n > 1, messages.c.role.contains(bindparam("letter"))),
         ),
     )
     .order_by(messages.c.idx.desc())
@@ -184,7 +185,7 @@ class SqlTranscripts:
             if s.start >= before:
                 continue
             end = before if s.end is None else min(s.end, before)
-            values = {"run": s.run_id, "lo": s.start, "hi": end, "role": role}
+            values = {"run": s.run_id, "lo": s.start, "hi": end, "role": role, "letter": role[0]}
             while found := await self.db.read(_LAST_INDEX, values):
                 row = found[0]
                 if row[3] == 1:
