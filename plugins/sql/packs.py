@@ -206,16 +206,21 @@ async def pack_settled(db: Database, run: Run, first: int) -> None:
     ends = [*range((first // WINDOW + 1) * WINDOW, count + 1, WINDOW)]
     if run.status not in IN_FLIGHT and count % WINDOW:
         ends.append(count)
+    windows = []
     for end in ends:
         lo = max((end - 1) // WINDOW * WINDOW, tail.start)
-        if end - lo < (2 if end % WINDOW == 0 else WINDOW // 2):
-            continue  # a last window less than half full: too few rows to be worth a write
-        try:
-            async with db.write() as conn:
+        # a window the run stopped in, if half full: fewer rows are not worth a write
+        if end - lo >= (2 if end % WINDOW == 0 else WINDOW // 2):
+            windows.append((lo, end))
+    if not windows:
+        return
+    try:
+        async with db.write() as conn:
+            for lo, end in windows:
                 await _pack(conn, db.codec, run, messages.name, lo, end)
                 await _pack(conn, db.codec, run, checkpoints.name, lo, end)
-        except (Unavailable, IntegrityError, _Moved) as exc:
-            log.info("run %s: window [%d, %d) left unpacked: %s", run.run_id, lo, end, exc)
+    except (Unavailable, IntegrityError, _Moved) as exc:
+        log.info("run %s: messages %s left unpacked: %s", run.run_id, windows, exc)
 
 
 async def _pack(
