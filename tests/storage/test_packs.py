@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from runpoint.core.errors import Unreadable
 from runpoint.core.keyring import Keyring
 from runpoint.core.types import Run, RunStatus, Segment, ToolCall
-from runpoint.facade import CreateRun, Runpoint
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql.packs import WINDOW
 from runpoint.seams.agent import Agent, tool
@@ -165,3 +165,24 @@ async def test_a_pack_altered_or_moved_is_refused_and_the_others_serve(database:
         with pytest.raises(Unreadable, match=altered):
             await rp.queries.timeline(third.run_id)
         assert (await rp.get_run(third.run_id)).messages[-1].content == "done"
+
+
+async def test_a_sealed_source_removed_under_its_fork_keeps_what_the_fork_reads(
+    database: str,
+) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    keyring = Keyring({"k": os.urandom(32)})
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:
+        source = await a_long_run(rp)
+        go_on = ContinueRun(run_id=source.run_id, continue_from=45, input="again", fork=True)
+        fork = await (await rp.continue_run(go_on)).result()
+        assert fork.run_id != source.run_id and fork.status is RunStatus.COMPLETED
+        before = (await rp.get_run(fork.run_id)).messages
+        removed = await rp.storage.remove_runs([source.run_id])
+        assert removed.run_ids == [source.run_id] and removed.messages == 96 - 45
+        assert (await rp.get_run(fork.run_id)).messages == before
+        rows = await packed(database, "messages", source.run_id)
+        assert rows == [(0, 45)], "the first window's pack written again with what is read"
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:  # nothing kept
+        assert (await rp.get_run(fork.run_id)).messages == before
