@@ -1,37 +1,56 @@
 """Encryption at rest, what it costs: a 1,000-message run's build through the OpenAI
 provider (the official SDK, against the zero-latency vendor server of providers.py) and the
-timeline and snapshot reads of it, with and without a keyring, side by side in one
-process (alternating, medians): the first read by the server that wrote the run, the first
-by a new server, reads repeated (their documents kept opened), and cold reads (nothing
-kept: what a new server's first read costs once it is warm); then, on SQLite and on a
-throwaway PostgreSQL server, a key rotation (the team keys wrapped anew, every document
-read once, none rewritten) and `runpoint db encrypt` of a database written without a
-keyring (every document sealed and written anew), in documents a second.
+timeline and snapshot reads of it, with and without a keyring, side by side (alternating,
+medians), measured three ways:
+
+1. In process (the `Runpoint` facade; this process's CPU): the first read by the server
+   that wrote the run, the first by a new server, reads repeated (their documents kept
+   opened), and cold reads (nothing kept: what a new server's first read costs once warm).
+2. Over HTTP, the path users take: a `runpoint serve` (SQLite; `--encryption-keys` a
+   keyring file on the sealed side) builds the runs (`POST /agents/bench/runs`,
+   `stream=false`), then a new `runpoint serve` on the same database is warmed on one run
+   and reads the timeline (`GET .../checkpoints`) of `--http-cold` other runs and the
+   snapshot at the middle (`GET .../checkpoints/{message_index}`) of as many more, each
+   run exactly once (cold: the run's first request to that process), then the warm run's
+   `--http-reads` times (repeated: served from the encoded documents the app keeps,
+   adapters/litestar/documents.py). The server process's CPU (each thread's, from
+   /proc, `vs_agno.cpu_seconds`) per model turn and per request.
+3. On SQLite and on a throwaway PostgreSQL server, a key rotation (the team keys wrapped
+   anew, every document read once, none rewritten) and `runpoint db encrypt` of a database
+   written without a keyring (every document sealed and written anew), in documents a
+   second.
 
     .venv/bin/python contrib/bench/encryption.py [--messages 1000] [--rounds 3] [--reads 200]
-                                                [--rotate-runs 40] [--no-rotation]
+                                                [--http-cold 5] [--http-reads 50]
+                                                [--rotate-runs 40]
+                                                [--no-in-process] [--no-http] [--no-rotation]
 
-CPU is this process's (the vendor server has its own). Target: at most 15% more CPU with
-encryption, per model turn and per read.
+The HTTP part builds 2 x `--rounds` x (1 + 2 x `--http-cold`) runs, about a minute with
+the defaults on an idle machine. Target: at most 15% more CPU with encryption, per model
+turn and per read.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 from sqlalchemy import func, select
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.postgres
 from providers import agent, measured, vendor_server
+from vs_agno import HERE, cpu_seconds, measure, server
 
 from runpoint.core.keyring import Keyring
 from runpoint.facade import CreateRun, Runpoint
@@ -40,8 +59,11 @@ from runpoint.plugins.sql.sealing import SEALED
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.storage import Encrypted
 from tests.postgres import TemporaryServer, binaries
+from tests.serving import free_port
 
 KEY = {"bench-1": os.urandom(32)}
+# what `runpoint serve --app encryption:agents` serves: the runs' agent, over HTTP
+agents = [agent("openai")]
 
 
 async def build(database: str, keyring: Keyring | None, calls: int) -> tuple[Any, ...]:
@@ -123,11 +145,102 @@ async def compare(messages: int, rounds: int, n: int) -> None:
                 run_id, *built = await build(database, keyring, calls)
                 side[name].append((*built, *await reads(database, keyring, run_id, n)))
     print(f"SQLite, a run of {messages:,} messages (OpenAI Responses), medians of {rounds}:")
+    print_table(
+        LABELS, *([[s[i] for s in side[name]] for i in range(len(LABELS))] for name in side)
+    )
+
+
+def print_table(labels: Sequence[str], clear: list[list[float]], sealed: list[list[float]]) -> None:
+    """Each label's median CPU ms of its samples, without and with a keyring."""
     print(f"{'CPU ms':<58}{'clear':>9}{'sealed':>9}{'more':>9}")
-    for i, label in enumerate(LABELS):
-        clear = statistics.median(s[i] for s in side["clear"])
-        sealed = statistics.median(s[i] for s in side["sealed"])
-        print(f"{label:<58}{clear:>9.3f}{sealed:>9.3f}{100 * (sealed / clear - 1):>8.1f}%")
+    for label, c, s in zip(labels, clear, sealed, strict=True):
+        c_ms, s_ms = statistics.median(c), statistics.median(s)
+        print(f"{label:<58}{c_ms:>9.3f}{s_ms:>9.3f}{100 * (s_ms / c_ms - 1):>8.1f}%")
+
+
+HTTP_LABELS = (
+    "CPU per model turn (POST .../runs, stream=false)",
+    "timeline GET, cold (the run's first request)",
+    "snapshot GET at the middle, cold (the run's first request)",
+    "timeline GET, repeated (its encoded document kept)",
+    "snapshot GET at the middle, repeated (document kept)",
+)
+
+
+@contextlib.contextmanager
+def serving(database: str, options: list[str]) -> Iterator[tuple[int, httpx.Client]]:
+    """A new `runpoint serve` of `agents` on `database`: its process id and a client."""
+    port = free_port()
+    argv = [
+        *(sys.executable, "-m", "runpoint.adapters.cli", "serve", "--app", "encryption:agents"),
+        *("--db", database, *options, "--port", str(port)),
+    ]
+    with (
+        server(argv, port, HERE) as process,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as http,
+    ):
+        yield process.pid, http
+
+
+def served(
+    database: str, options: list[str], vendor: str, calls: int, cold: int, repeats: int
+) -> list[list[float]]:
+    """One side of a round over HTTP. A `runpoint serve` builds 1 + 2 x `cold` runs of
+    `calls` tool calls, each in a session of its own; a new one on the same database is
+    warmed on the first run (`repeats` reads of each kind), then reads the timeline of
+    `cold` other runs and the middle snapshot of the last `cold`, each once; then the first
+    run's, `repeats` times. The server's CPU ms, per `HTTP_LABELS` (the first run, which
+    pays for what a new server makes at first use, left out of the turns)."""
+    with serving(database, options) as (pid, http):
+        built = [
+            measure(
+                http, pid, vendor, "/agents/bench/runs",
+                {"message": f"calls: {calls}", "stream": "false", "session_id": f"s{i}"},
+            )
+            for i in range(1 + 2 * cold)
+        ]  # fmt: skip
+    with serving(database, options) as (pid, http):
+
+        def read(i: int, path: str) -> float:
+            cpu = cpu_seconds(pid)
+            run = f"/agents/bench/runs/{built[i].run_id}"
+            http.get(f"{run}{path}", params={"session_id": f"s{i}"}).raise_for_status()
+            return 1000 * (cpu_seconds(pid) - cpu)
+
+        timeline, snapshot = "/checkpoints", f"/checkpoints/{1 + 2 * (calls // 2)}"
+        for _ in range(repeats):
+            read(0, timeline), read(0, snapshot)
+        return [
+            [b.cpu_per_turn_ms for b in built[1:]],
+            [read(i, timeline) for i in range(1, 1 + cold)],
+            [read(i, snapshot) for i in range(1 + cold, 1 + 2 * cold)],
+            [read(0, timeline) for _ in range(repeats)],
+            [read(0, snapshot) for _ in range(repeats)],
+        ]
+
+
+def over_http(messages: int, rounds: int, cold: int, repeats: int) -> None:
+    """Both sides' rounds over HTTP, interleaved, and their table."""
+    calls = messages // 2 - 1
+    side: dict[str, list[list[list[float]]]] = {"clear": [], "sealed": []}
+    with vendor_server() as vendor, tempfile.TemporaryDirectory() as tmp:
+        keys = Path(tmp) / "keys"  # Keyring.from_file's format
+        keys.write_text("".join(f"{k} {base64.b64encode(v).decode()}\n" for k, v in KEY.items()))
+        for r in range(rounds):
+            for name, options in (("clear", []), ("sealed", ["--encryption-keys", str(keys)])):
+                database = f"{tmp}/http-{name}-{r}.db"
+                side[name].append(served(database, options, vendor, calls, cold, repeats))
+    print(
+        f"SQLite over HTTP (`runpoint serve`, the server's CPU), runs of {messages:,} messages "
+        f"built through it; medians of {rounds} rounds ({cold} cold reads of each kind a round):"
+    )
+    print_table(
+        HTTP_LABELS,
+        *(
+            [[x for r in side[name] for x in r[i]] for i in range(len(HTTP_LABELS))]
+            for name in side
+        ),
+    )
 
 
 async def documents(rp: Runpoint) -> int:
@@ -171,23 +284,30 @@ async def rotation(database: str, runs: int, encrypt: bool) -> None:
     )
 
 
-async def main(args: argparse.Namespace) -> None:
-    await compare(args.messages, args.rounds, args.reads)
-    if args.no_rotation:
-        return
+async def rotations(runs: int) -> None:
+    """`rotation` both ways on SQLite, then on a throwaway PostgreSQL server."""
     for encrypt in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
-            await rotation(f"sqlite:///{tmp}/rotate.db", args.rotate_runs, encrypt)
+            await rotation(f"sqlite:///{tmp}/rotate.db", runs, encrypt)
     bin_dir = binaries()
     if bin_dir is None:
         print("no PostgreSQL binaries: rotation on PostgreSQL not measured")
         return
     for encrypt in (False, True):
-        server = TemporaryServer(bin_dir)
+        postgres = TemporaryServer(bin_dir)
         try:
-            await rotation(server.start(), args.rotate_runs, encrypt)
+            await rotation(postgres.start(), runs, encrypt)
         finally:
-            server.stop()
+            postgres.stop()
+
+
+def main(args: argparse.Namespace) -> None:
+    if not args.no_in_process:
+        asyncio.run(compare(args.messages, args.rounds, args.reads))
+    if not args.no_http:
+        over_http(args.messages, args.rounds, args.http_cold, args.http_reads)
+    if not args.no_rotation:
+        asyncio.run(rotations(args.rotate_runs))
 
 
 if __name__ == "__main__":
@@ -196,5 +316,13 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reads", type=int, default=200, help="timeline reads per side")
     parser.add_argument("--rotate-runs", type=int, default=40, help="runs of 100 messages")
-    parser.add_argument("--no-rotation", action="store_true", help="the CPU figures only")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--no-rotation", action="store_true", help="no rotation figures")
+    parser.add_argument("--no-in-process", action="store_true", help="no in-process figures")
+    parser.add_argument("--no-http", action="store_true", help="no figures over HTTP")
+    parser.add_argument(
+        "--http-cold", type=int, default=5, help="over HTTP: cold reads of each kind a round"
+    )
+    parser.add_argument(
+        "--http-reads", type=int, default=50, help="over HTTP: repeated reads of each kind"
+    )
+    main(parser.parse_args())
