@@ -6,15 +6,16 @@ medians), measured three ways:
 1. In process (the `Runpoint` facade; this process's CPU): the first read by the server
    that wrote the run, the first by a new server, reads repeated (their documents kept
    opened), and cold reads (nothing kept: what a new server's first read costs once warm).
-2. Over HTTP, the path users take: a `runpoint serve` (SQLite; `--encryption-keys` a
-   keyring file on the sealed side) builds the runs (`POST /agents/bench/runs`,
-   `stream=false`), then a new `runpoint serve` on the same database is warmed on one run
-   and reads the timeline (`GET .../checkpoints`) of `--http-cold` other runs and the
-   snapshot at the middle (`GET .../checkpoints/{message_index}`) of as many more, each
-   run exactly once (cold: the run's first request to that process), then the warm run's
-   `--http-reads` times (repeated: served from the encoded documents the app keeps,
-   adapters/litestar/documents.py). The server process's CPU (each thread's, from
-   /proc, `vs_agno.cpu_seconds`) per model turn and per request.
+2. Over HTTP, the path users take (encryption_http.py): a `runpoint serve` (SQLite;
+   `--encryption-keys` a keyring file on the sealed side) builds the runs (`POST
+   /agents/bench/runs`, `stream=false`), then a new `runpoint serve` on the same database
+   is warmed on one run and reads the timeline (`GET .../checkpoints`) of `--http-cold`
+   other runs and the snapshot at the middle (`GET .../checkpoints/{message_index}`) of as
+   many more, each run exactly once (cold: the run's first request to that process), then
+   the warm run's `--http-reads` times (repeated: served from the encoded documents the
+   app keeps, adapters/litestar/documents.py). The two sides' servers are up at once and
+   their requests alternate. The server process's CPU (each thread's, from /proc,
+   `vs_agno.cpu_seconds`) per model turn and per request.
 3. On SQLite and on a throwaway PostgreSQL server, a key rotation (the team keys wrapped
    anew, every document read once, none rewritten) and `runpoint db encrypt` of a database
    written without a keyring (every document sealed and written anew), in documents a
@@ -34,23 +35,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
 from sqlalchemy import func, select
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.postgres
+from encryption_http import HTTP_LABELS, over_http
 from providers import agent, measured, vendor_server
-from vs_agno import HERE, cpu_seconds, measure, server
 
 from runpoint.core.keyring import Keyring
 from runpoint.facade import CreateRun, Runpoint
@@ -59,11 +57,8 @@ from runpoint.plugins.sql.sealing import SEALED
 from runpoint.plugins.sql.store import SqlStorage
 from runpoint.seams.storage import Encrypted
 from tests.postgres import TemporaryServer, binaries
-from tests.serving import free_port
 
 KEY = {"bench-1": os.urandom(32)}
-# what `runpoint serve --app encryption:agents` serves: the runs' agent, over HTTP
-agents = [agent("openai")]
 
 
 async def build(database: str, keyring: Keyring | None, calls: int) -> tuple[Any, ...]:
@@ -158,91 +153,6 @@ def print_table(labels: Sequence[str], clear: list[list[float]], sealed: list[li
         print(f"{label:<58}{c_ms:>9.3f}{s_ms:>9.3f}{100 * (s_ms / c_ms - 1):>8.1f}%")
 
 
-HTTP_LABELS = (
-    "CPU per model turn (POST .../runs, stream=false)",
-    "timeline GET, cold (the run's first request)",
-    "snapshot GET at the middle, cold (the run's first request)",
-    "timeline GET, repeated (its encoded document kept)",
-    "snapshot GET at the middle, repeated (document kept)",
-)
-
-
-@contextlib.contextmanager
-def serving(database: str, options: list[str]) -> Iterator[tuple[int, httpx.Client]]:
-    """A new `runpoint serve` of `agents` on `database`: its process id and a client."""
-    port = free_port()
-    argv = [
-        *(sys.executable, "-m", "runpoint.adapters.cli", "serve", "--app", "encryption:agents"),
-        *("--db", database, *options, "--port", str(port)),
-    ]
-    with (
-        server(argv, port, HERE) as process,
-        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as http,
-    ):
-        yield process.pid, http
-
-
-def served(
-    database: str, options: list[str], vendor: str, calls: int, cold: int, repeats: int
-) -> list[list[float]]:
-    """One side of a round over HTTP. A `runpoint serve` builds 1 + 2 x `cold` runs of
-    `calls` tool calls, each in a session of its own; a new one on the same database is
-    warmed on the first run (`repeats` reads of each kind), then reads the timeline of
-    `cold` other runs and the middle snapshot of the last `cold`, each once; then the first
-    run's, `repeats` times. The server's CPU ms, per `HTTP_LABELS` (the first run, which
-    pays for what a new server makes at first use, left out of the turns)."""
-    with serving(database, options) as (pid, http):
-        built = [
-            measure(
-                http, pid, vendor, "/agents/bench/runs",
-                {"message": f"calls: {calls}", "stream": "false", "session_id": f"s{i}"},
-            )
-            for i in range(1 + 2 * cold)
-        ]  # fmt: skip
-    with serving(database, options) as (pid, http):
-
-        def read(i: int, path: str) -> float:
-            cpu = cpu_seconds(pid)
-            run = f"/agents/bench/runs/{built[i].run_id}"
-            http.get(f"{run}{path}", params={"session_id": f"s{i}"}).raise_for_status()
-            return 1000 * (cpu_seconds(pid) - cpu)
-
-        timeline, snapshot = "/checkpoints", f"/checkpoints/{1 + 2 * (calls // 2)}"
-        for _ in range(repeats):
-            read(0, timeline), read(0, snapshot)
-        return [
-            [b.cpu_per_turn_ms for b in built[1:]],
-            [read(i, timeline) for i in range(1, 1 + cold)],
-            [read(i, snapshot) for i in range(1 + cold, 1 + 2 * cold)],
-            [read(0, timeline) for _ in range(repeats)],
-            [read(0, snapshot) for _ in range(repeats)],
-        ]
-
-
-def over_http(messages: int, rounds: int, cold: int, repeats: int) -> None:
-    """Both sides' rounds over HTTP, interleaved, and their table."""
-    calls = messages // 2 - 1
-    side: dict[str, list[list[list[float]]]] = {"clear": [], "sealed": []}
-    with vendor_server() as vendor, tempfile.TemporaryDirectory() as tmp:
-        keys = Path(tmp) / "keys"  # Keyring.from_file's format
-        keys.write_text("".join(f"{k} {base64.b64encode(v).decode()}\n" for k, v in KEY.items()))
-        for r in range(rounds):
-            for name, options in (("clear", []), ("sealed", ["--encryption-keys", str(keys)])):
-                database = f"{tmp}/http-{name}-{r}.db"
-                side[name].append(served(database, options, vendor, calls, cold, repeats))
-    print(
-        f"SQLite over HTTP (`runpoint serve`, the server's CPU), runs of {messages:,} messages "
-        f"built through it; medians of {rounds} rounds ({cold} cold reads of each kind a round):"
-    )
-    print_table(
-        HTTP_LABELS,
-        *(
-            [[x for r in side[name] for x in r[i]] for i in range(len(HTTP_LABELS))]
-            for name in side
-        ),
-    )
-
-
 async def documents(rp: Runpoint) -> int:
     """How many sealed documents the database holds."""
     storage = rp.storage
@@ -305,7 +215,13 @@ def main(args: argparse.Namespace) -> None:
     if not args.no_in_process:
         asyncio.run(compare(args.messages, args.rounds, args.reads))
     if not args.no_http:
-        over_http(args.messages, args.rounds, args.http_cold, args.http_reads)
+        samples = over_http(args.messages, args.rounds, args.http_cold, args.http_reads)
+        print(
+            f"SQLite over HTTP (`runpoint serve`, the server's CPU), runs of {args.messages:,} "
+            f"messages built through it; medians of {args.rounds} rounds ({args.http_cold} cold "
+            "reads of each kind a round):"
+        )
+        print_table(HTTP_LABELS, samples["clear"], samples["sealed"])
     if not args.no_rotation:
         asyncio.run(rotations(args.rotate_runs))
 
