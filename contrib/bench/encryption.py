@@ -13,8 +13,8 @@ medians), measured three ways:
    other runs and the snapshot at the middle (`GET .../checkpoints/{message_index}`) of as
    many more, each run exactly once (cold: the run's first request to that process), then
    the warm run's `--http-reads` times (repeated: served from the encoded documents the
-   app keeps, adapters/litestar/documents.py). The two sides' servers are up at once and
-   their requests alternate. The server process's CPU (each thread's, from /proc,
+   app keeps, adapters/litestar/documents.py). The sides take turns, each round's first
+   side alternating. The server process's CPU (each thread's, from /proc,
    `vs_agno.cpu_seconds`) per model turn and per request.
 3. On SQLite and on a throwaway PostgreSQL server, a key rotation (the team keys wrapped
    anew, every document read once, none rewritten) and `runpoint db encrypt` of a database

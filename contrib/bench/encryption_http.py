@@ -47,69 +47,59 @@ def serving(database: str, options: list[str]) -> Iterator[tuple[int, httpx.Clie
         yield process.pid, http
 
 
-def http_round(
-    tmp: str, r: int, sides: dict[str, list[str]], vendor: str, calls: int, cold: int, repeats: int
-) -> dict[str, list[list[float]]]:
-    """One round over HTTP, each side (`runpoint serve` options) on a database of its own,
-    the sides' servers up at once and their requests alternating. A server of each side
-    builds 1 + 2 x `cold` runs of `calls` tool calls, each in a session of its own; then a
-    new one is warmed on the first run (`repeats` reads of each kind), then reads the
-    timeline of `cold` other runs and the middle snapshot of the last `cold`, each once;
-    then the first run's, `repeats` times. By side, the server's CPU ms per `HTTP_LABELS`
-    (the first run, which pays for what a new server makes at first use, left out of the
-    turns)."""
-    databases = {name: f"{tmp}/http-{name}-{r}.db" for name in sides}
-    figures: dict[str, list[list[float]]] = {name: [[] for _ in HTTP_LABELS] for name in sides}
-    runs: dict[str, list[str]] = {name: [] for name in sides}
-    with contextlib.ExitStack() as stack:
-        builders = {n: stack.enter_context(serving(databases[n], o)) for n, o in sides.items()}
-        for i in range(1 + 2 * cold):
-            form = {"message": f"calls: {calls}", "stream": "false", "session_id": f"s{i}"}
-            for name, (pid, http) in builders.items():
-                built = measure(http, pid, vendor, "/agents/bench/runs", form)
-                runs[name].append(built.run_id)
-                if i:
-                    figures[name][0].append(built.cpu_per_turn_ms)
-    with contextlib.ExitStack() as stack:
-        readers = {n: stack.enter_context(serving(databases[n], o)) for n, o in sides.items()}
+def served(
+    database: str, options: list[str], vendor: str, calls: int, cold: int, repeats: int
+) -> list[list[float]]:
+    """One side of a round (`runpoint serve` options). A server builds 1 + 2 x `cold` runs
+    of `calls` tool calls, each in a session of its own; then a new one on that database is
+    warmed on the first run (`repeats` reads of each kind), then reads the timeline of
+    `cold` other runs and the middle snapshot of the last `cold`, each once; then the first
+    run's, `repeats` times. The server's CPU ms per `HTTP_LABELS` (the first run, which pays
+    for what a new server makes at first use, left out of the turns)."""
+    with serving(database, options) as (pid, http):
+        form = {"message": f"calls: {calls}", "stream": "false"}
+        built = [
+            measure(http, pid, vendor, "/agents/bench/runs", form | {"session_id": f"s{i}"})
+            for i in range(1 + 2 * cold)
+        ]
+    with serving(database, options) as (pid, http):
 
-        def read(name: str, i: int, path: str) -> float:
-            pid, http = readers[name]
+        def read(i: int, path: str) -> float:
             cpu = cpu_seconds(pid)
-            run = f"/agents/bench/runs/{runs[name][i]}"
+            run = f"/agents/bench/runs/{built[i].run_id}"
             http.get(f"{run}{path}", params={"session_id": f"s{i}"}).raise_for_status()
             return 1000 * (cpu_seconds(pid) - cpu)
 
         timeline, snapshot = "/checkpoints", f"/checkpoints/{1 + 2 * (calls // 2)}"
         for _ in range(repeats):
-            for name in sides:
-                read(name, 0, timeline), read(name, 0, snapshot)
-        reads = (
-            (timeline, range(1, 1 + cold)),
-            (snapshot, range(1 + cold, 1 + 2 * cold)),
-            (timeline, [0] * repeats),
-            (snapshot, [0] * repeats),
-        )
-        for row, (path, indexes) in enumerate(reads, 1):
-            for i in indexes:
-                for name in sides:
-                    figures[name][row].append(read(name, i, path))
-    return figures
+            read(0, timeline), read(0, snapshot)
+        return [
+            [b.cpu_per_turn_ms for b in built[1:]],
+            [read(i, timeline) for i in range(1, 1 + cold)],
+            [read(i, snapshot) for i in range(1 + cold, 1 + 2 * cold)],
+            [read(0, timeline) for _ in range(repeats)],
+            [read(0, snapshot) for _ in range(repeats)],
+        ]
 
 
 def over_http(messages: int, rounds: int, cold: int, repeats: int) -> dict[str, list[list[float]]]:
-    """`rounds` rounds (`http_round`) over runs of `messages` messages, with (sealed) and
-    without (clear) a keyring: by side, each of `HTTP_LABELS`' samples."""
+    """`rounds` rounds of `served` over runs of `messages` messages, without (clear) and
+    with (sealed) a keyring, one side after the other, the first side each round taking
+    turns (a drift of the machine's load falls on both): by side, `HTTP_LABELS`' samples.
+    (Both sides' servers up at once, their requests alternating, made the clear reads
+    dearer, and so the ratio smaller, than either server alone shows: each likely finding
+    the CPU's caches filled by its twin.)"""
     samples: dict[str, list[list[float]]] = {
         n: [[] for _ in HTTP_LABELS] for n in ("clear", "sealed")
     }
     with vendor_server() as vendor, tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys"  # Keyring.from_file's format
         keys.write_text(f"bench-1 {base64.b64encode(os.urandom(32)).decode()}\n")
-        sides = {"clear": [], "sealed": ["--encryption-keys", str(keys)]}
+        sides = [("clear", []), ("sealed", ["--encryption-keys", str(keys)])]
         for r in range(rounds):
-            found = http_round(tmp, r, sides, vendor, messages // 2 - 1, cold, repeats)
-            for name, figures in found.items():
+            for name, options in sides if r % 2 == 0 else sides[::-1]:
+                database = f"{tmp}/http-{name}-{r}.db"
+                figures = served(database, options, vendor, messages // 2 - 1, cold, repeats)
                 for row, figure in zip(samples[name], figures, strict=True):
                     row.extend(figure)
     return samples
