@@ -70,6 +70,19 @@ def fork(source: Run, at: int, **fields: Any) -> Run:
     )
 
 
+def edit_fork(source: Run, at: int, edited: int, **fields: Any) -> Run:
+    """A fork of `source`'s first `at` messages that replaced the one at `edited` (its
+    own row there, and from `at` on)."""
+    made = fork(source, at, message_count=at + 1, **fields)
+    made.segments = [
+        Segment(source.run_id, 0, edited),
+        Segment(made.run_id, edited, edited + 1),
+        Segment(source.run_id, edited + 1, at),
+        Segment(made.run_id, at),
+    ]
+    return made
+
+
 def messages(count: int, label: str = "message") -> list[Message]:
     """User and assistant turns in turn, each saying its label and number (the same
     messages on every call, to compare with what is read back)."""
@@ -153,6 +166,11 @@ async def append(
 
 async def transcript(store: Storage, of: Run) -> list[Message]:
     return await store.read_messages(of.segments, of.message_count)
+
+
+async def reads(store: Storage, run: Run) -> Any:
+    """What a reader of the run sees: its transcript and timeline, as JSON."""
+    return as_json([await transcript(store, run), await store.list_checkpoints(run.segments)])
 
 
 def diff(got: object, want: object) -> str:

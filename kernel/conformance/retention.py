@@ -4,8 +4,6 @@ and keep the last checkpoints asked for."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from runpoint.conformance import build
@@ -25,13 +23,6 @@ from runpoint.seams.retention import Removed
 from runpoint.seams.storage import Storage
 
 RETENTION = Capability.RETENTION
-
-
-async def _reads(store: Storage, run: Run) -> Any:
-    """What a reader of the run sees: its transcript and timeline, as JSON."""
-    return build.as_json(
-        [await build.transcript(store, run), await store.list_checkpoints(run.segments)]
-    )
 
 
 async def _stored(store: Storage, run_id: str) -> tuple[int, list[int]]:
@@ -57,12 +48,12 @@ async def a_source_removed_under_a_live_fork_keeps_what_the_fork_reads(store: St
     session, source = await build.finished(store)
     fork = build.fork(source, 6, status=RunStatus.PAUSED, message_count=7)
     await store.create_runs([fork], {fork.run_id: build.messages(1, "fork")})
-    before = await _reads(store, fork)
+    before = await build.reads(store, fork)
     removed = await store.remove_runs([source.run_id, fork.run_id])
     assert removed.run_ids == [source.run_id], "the paused fork stays"
     assert (removed.runs, removed.sessions, removed.messages, removed.checkpoints) == (1, 0, 4, 2)
     assert await store.get_run(source.run_id) is None
-    assert await _reads(store, fork) == before, "the fork reads byte for byte as before"
+    assert await build.reads(store, fork) == before, "the fork reads byte for byte as before"
     assert await _stored(store, source.run_id) == (6, [2, 4, 6])
     # once the fork finished and goes, what it read goes with it, and the session
     fork.status = RunStatus.COMPLETED
@@ -78,18 +69,12 @@ async def a_source_removed_under_an_edit_fork_keeps_the_rows_between_its_edits(
     store: Storage,
 ) -> None:
     _, source = await build.finished(store)
-    fork = build.fork(source, 5, status=RunStatus.PAUSED, message_count=6)
-    fork.segments = [
-        Segment(source.run_id, 0, 1),
-        Segment(fork.run_id, 1, 2),
-        Segment(source.run_id, 2, 5),
-        Segment(fork.run_id, 5),
-    ]
+    fork = build.edit_fork(source, 5, 1, status=RunStatus.PAUSED)
     await store.create_runs([fork], {fork.run_id: build.messages(2, "edited")})
-    before = await _reads(store, fork)
+    before = await build.reads(store, fork)
     removed = await store.remove_runs([source.run_id])
     assert (removed.runs, removed.messages) == (1, 6), "0 and 2 to 4 stay, 1 and 5 on go"
-    assert await _reads(store, fork) == before
+    assert await build.reads(store, fork) == before
     assert await _stored(store, source.run_id) == (4, [4])
 
 
@@ -100,11 +85,11 @@ async def a_session_deleted_under_a_session_fork_keeps_what_the_fork_reads(
     source_session, source = await build.finished(store)
     copy, fork = _session_fork(source_session, source)
     await store.create_sessions([copy], [fork])
-    before = await _reads(store, fork)
+    before = await build.reads(store, fork)
     assert await store.delete_sessions([source_session.session_id])
     assert await store.get_session(source_session.session_id) is None
     assert await store.get_run(source.run_id) is None
-    assert await _reads(store, fork) == before
+    assert await build.reads(store, fork) == before
     assert await store.delete_sessions([copy.session_id])
     assert await _stored(store, source.run_id) == (0, [])
 
@@ -239,12 +224,12 @@ async def a_fork_of_a_removed_source_whose_rows_a_reader_holds_is_born_whole(
     source_session, source = await build.finished(store)
     held, holder = _session_fork(source_session, source)
     await store.create_sessions([held], [holder])
-    before = await _reads(store, holder)
+    before = await build.reads(store, holder)
     assert (await store.remove_runs([source.run_id])).sessions == 1
     # read before the removal, written after it: what it reads, the holder holds
     copy, fork = _session_fork(source_session, source)
     await store.create_sessions([copy], [fork])
-    assert await _reads(store, fork) == before
+    assert await build.reads(store, fork) == before
     # into a session that went meanwhile, nothing is born
     late = build.fork(source, 4)
     await refused(store.create_runs([late]), NotFound)
