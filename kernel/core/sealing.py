@@ -33,8 +33,11 @@ Binding = tuple[object, ...]  # (kind, field, *the row's key)
 
 # The opened documents a codec keeps (`Opened`), each counted as its bytes, its
 # ciphertext's and ENTRY's (the key, the tuples, the dict's slot, the objects' headers:
-# about 350 on CPython 3.11): up to OPENED_ENTRY each, OPENED_BYTES in all.
-OPENED_ENTRY = 64 * 1024
+# about 350 on CPython 3.11): up to OPENED_ENTRY each, OPENED_BYTES in all. A larger one
+# (a pack of a run's rows, plugins/sql/packs.py) costs ten times more to decode than to
+# open again, and kept, each run read first grows the process by its size (page faults
+# that cost as much as the opens saved).
+OPENED_ENTRY = 8 * 1024
 OPENED_BYTES = 32 * 1024 * 1024
 ENTRY = 400
 
