@@ -39,10 +39,10 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from runpoint.core.errors import Unavailable
 from runpoint.core.sealing import Codec
 from runpoint.core.types import IN_FLIGHT, Run
 from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.outages import outage
 from runpoint.plugins.sql.schema import checkpoints, messages
 
 log = logging.getLogger("runpoint.storage")
@@ -219,8 +219,20 @@ async def pack_settled(db: Database, run: Run, first: int) -> None:
             for lo, end in windows:
                 await _pack(conn, db.codec, run, messages.name, lo, end)
                 await _pack(conn, db.codec, run, checkpoints.name, lo, end)
-    except (Unavailable, IntegrityError, _Moved) as exc:
-        log.info("run %s: messages %s left unpacked: %s", run.run_id, windows, exc)
+    except Exception as exc:
+        # the save stands whatever happens here: given up (an outage, another writer's
+        # packing), the rows stay as they were; anything else is a bug, told with its
+        # traceback, that must not fail the run
+        expected = outage(exc) is not None or isinstance(exc, (IntegrityError, _Moved))
+        level = logging.INFO if expected else logging.ERROR
+        log.log(
+            level,
+            "run %s: windows %s left unpacked: %s",
+            run.run_id,
+            windows,
+            exc,
+            exc_info=not expected,
+        )
 
 
 async def _pack(

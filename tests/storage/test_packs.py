@@ -5,7 +5,10 @@ and a pack altered or moved is refused like any row."""
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
+from typing import Any
 
 import msgspec
 import pytest
@@ -17,6 +20,7 @@ from runpoint.core.keyring import Keyring
 from runpoint.core.types import Run, RunStatus, Segment, ToolCall
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
+from runpoint.plugins.sql import packs
 from runpoint.plugins.sql.packs import WINDOW
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.model import ModelRequest, ModelResponse
@@ -186,3 +190,28 @@ async def test_a_sealed_source_removed_under_its_fork_keeps_what_the_fork_reads(
         assert rows == [(0, 45)], "the first window's pack written again with what is read"
     async with Runpoint([AGENT], database=database, keyring=keyring) as rp:  # nothing kept
         assert (await rp.get_run(fork.run_id)).messages == before
+
+
+@pytest.mark.parametrize(
+    "failure", [OSError(errno.ENOSPC, "No space left on device"), ValueError("a bug")]
+)
+async def test_a_packing_that_fails_leaves_the_rows_and_the_run_goes_on(
+    database: str,
+    failure: Exception,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+
+    async def fail(*args: Any) -> None:
+        raise failure
+
+    monkeypatch.setattr(packs, "_pack", fail)
+    caplog.set_level(logging.INFO, logger=packs.log.name)
+    async with Runpoint([AGENT], database=database) as rp:
+        run = await a_long_run(rp)
+        assert all(n == 1 for _, n in await packed(database, "messages", run.run_id))
+        assert len((await rp.get_run(run.run_id)).messages) == run.message_count
+    told = [r for r in caplog.records if "left unpacked" in r.getMessage()]
+    assert told and told[0].levelname == ("INFO" if isinstance(failure, OSError) else "ERROR")
