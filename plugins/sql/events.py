@@ -185,10 +185,10 @@ class SqlEvents:
 
     async def read_events(self, run: Run, after: int, limit: int) -> list[RunEvent]:
         rows = await self.db.read(_READ, {"run": run.run_id, "after": after, "limit": limit})
-        open_ = self.db.codec.open
+        keyed = [(run.run_id, last, data) for last, data in rows]
         found: list[Stored] = []
-        for last, data in rows:
-            for e in batch_of(open_(data, run_events.name, "data", run.run_id, last)):
+        for batch in self.db.codec.open_rows(run_events.name, "data", keyed, 2):  # at once
+            for e in batch_of(batch):
                 # past what was read already: a seq stored in an earlier row stands
                 if e.seq > (found[-1].seq if found else after):
                     found.append(e)
