@@ -15,7 +15,7 @@ from runpoint.seams.host import PluginHost
 from runpoint.seams.model import ModelRequest, ModelResponse
 
 
-@tool(effect="write")
+@tool(effect="side-effect")
 async def note(value: dict[str, list[int]]) -> str:
     """Nested arguments (a dict in a dict: such a dict is tracked) and a recorded result."""
     return str(value)
