@@ -275,7 +275,6 @@ def main(rounds: int, kills: int, lease: float, backends: list[str]) -> None:
     with vendor_server(turns=turn) as vendor, tempfile.TemporaryDirectory() as tmp:
         record = Path(tmp) / "executions.txt"
         os.environ[RECORD] = str(record)
-        os.environ["PYTHONPATH"] = f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
         for label, on_postgres in (("SQLite", False), ("PostgreSQL", True)):
             if label.lower() not in backends:
                 continue

@@ -1,18 +1,34 @@
 """Encryption at rest, what it costs: a 1,000-message run's build through the OpenAI
 provider (the official SDK, against the zero-latency vendor server of providers.py) and the
-timeline and snapshot reads of it, with and without a keyring, side by side in one
-process (alternating, medians): the first read by the server that wrote the run, the first
-by a new server, reads repeated (their documents kept opened), and cold reads (nothing
-kept: what a new server's first read costs once it is warm); then, on SQLite and on a
-throwaway PostgreSQL server, a key rotation (the team keys wrapped anew, every document
-read once, none rewritten) and `runpoint db encrypt` of a database written without a
-keyring (every document sealed and written anew), in documents a second.
+timeline and snapshot reads of it, with and without a keyring, side by side (alternating,
+medians), measured three ways:
+
+1. In process (the `Runpoint` facade; this process's CPU): the first read by the server
+   that wrote the run, the first by a new server, reads repeated (their documents kept
+   opened), and cold reads (nothing kept: what a new server's first read costs once warm).
+2. Over HTTP, the path users take (encryption_http.py): a `runpoint serve` (SQLite;
+   `--encryption-keys` a keyring file on the sealed side) builds the runs (`POST
+   /agents/bench/runs`, `stream=false`), then a new `runpoint serve` on the same database
+   is warmed on one run and reads the timeline (`GET .../checkpoints`) of `--http-cold`
+   other runs and the snapshot at the middle (`GET .../checkpoints/{message_index}`) of as
+   many more, each run exactly once (cold: the run's first request to that process), then
+   the warm run's `--http-reads` times (repeated: served from the encoded documents the
+   app keeps, adapters/litestar/documents.py). The sides take turns, each round's first
+   side alternating. The server process's CPU (each thread's, from /proc,
+   `vs_agno.cpu_seconds`) per model turn and per request.
+3. On SQLite and on a throwaway PostgreSQL server, a key rotation (the team keys wrapped
+   anew, every document read once, none rewritten) and `runpoint db encrypt` of a database
+   written without a keyring (every document sealed and written anew), in documents a
+   second.
 
     .venv/bin/python contrib/bench/encryption.py [--messages 1000] [--rounds 3] [--reads 200]
-                                                [--rotate-runs 40] [--no-rotation]
+                                                [--http-cold 5] [--http-reads 50]
+                                                [--rotate-runs 40]
+                                                [--no-in-process] [--no-http] [--no-rotation]
 
-CPU is this process's (the vendor server has its own). Target: at most 15% more CPU with
-encryption, per model turn and per read.
+The HTTP part builds 2 x `--rounds` x (1 + 2 x `--http-cold`) runs, about a minute with
+the defaults on an idle machine. Target: at most 15% more CPU with encryption, per model
+turn and per read.
 """
 
 from __future__ import annotations
@@ -24,13 +40,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import func, select
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.postgres
+from encryption_http import HTTP_LABELS, over_http
 from providers import agent, measured, vendor_server
 
 from runpoint.core.keyring import Keyring
@@ -123,11 +140,17 @@ async def compare(messages: int, rounds: int, n: int) -> None:
                 run_id, *built = await build(database, keyring, calls)
                 side[name].append((*built, *await reads(database, keyring, run_id, n)))
     print(f"SQLite, a run of {messages:,} messages (OpenAI Responses), medians of {rounds}:")
+    print_table(
+        LABELS, *([[s[i] for s in side[name]] for i in range(len(LABELS))] for name in side)
+    )
+
+
+def print_table(labels: Sequence[str], clear: list[list[float]], sealed: list[list[float]]) -> None:
+    """Each label's median CPU ms of its samples, without and with a keyring."""
     print(f"{'CPU ms':<58}{'clear':>9}{'sealed':>9}{'more':>9}")
-    for i, label in enumerate(LABELS):
-        clear = statistics.median(s[i] for s in side["clear"])
-        sealed = statistics.median(s[i] for s in side["sealed"])
-        print(f"{label:<58}{clear:>9.3f}{sealed:>9.3f}{100 * (sealed / clear - 1):>8.1f}%")
+    for label, c, s in zip(labels, clear, sealed, strict=True):
+        c_ms, s_ms = statistics.median(c), statistics.median(s)
+        print(f"{label:<58}{c_ms:>9.3f}{s_ms:>9.3f}{100 * (s_ms / c_ms - 1):>8.1f}%")
 
 
 async def documents(rp: Runpoint) -> int:
@@ -171,23 +194,36 @@ async def rotation(database: str, runs: int, encrypt: bool) -> None:
     )
 
 
-async def main(args: argparse.Namespace) -> None:
-    await compare(args.messages, args.rounds, args.reads)
-    if args.no_rotation:
-        return
+async def rotations(runs: int) -> None:
+    """`rotation` both ways on SQLite, then on a throwaway PostgreSQL server."""
     for encrypt in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
-            await rotation(f"sqlite:///{tmp}/rotate.db", args.rotate_runs, encrypt)
+            await rotation(f"sqlite:///{tmp}/rotate.db", runs, encrypt)
     bin_dir = binaries()
     if bin_dir is None:
         print("no PostgreSQL binaries: rotation on PostgreSQL not measured")
         return
     for encrypt in (False, True):
-        server = TemporaryServer(bin_dir)
+        postgres = TemporaryServer(bin_dir)
         try:
-            await rotation(server.start(), args.rotate_runs, encrypt)
+            await rotation(postgres.start(), runs, encrypt)
         finally:
-            server.stop()
+            postgres.stop()
+
+
+def main(args: argparse.Namespace) -> None:
+    if not args.no_in_process:
+        asyncio.run(compare(args.messages, args.rounds, args.reads))
+    if not args.no_http:
+        samples = over_http(args.messages, args.rounds, args.http_cold, args.http_reads)
+        print(
+            f"SQLite over HTTP (`runpoint serve`, the server's CPU), runs of {args.messages:,} "
+            f"messages built through it; medians of {args.rounds} rounds ({args.http_cold} cold "
+            "reads of each kind a round):"
+        )
+        print_table(HTTP_LABELS, samples["clear"], samples["sealed"])
+    if not args.no_rotation:
+        asyncio.run(rotations(args.rotate_runs))
 
 
 if __name__ == "__main__":
@@ -196,5 +232,13 @@ if __name__ == "__main__":
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--reads", type=int, default=200, help="timeline reads per side")
     parser.add_argument("--rotate-runs", type=int, default=40, help="runs of 100 messages")
-    parser.add_argument("--no-rotation", action="store_true", help="the CPU figures only")
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--no-rotation", action="store_true", help="no rotation figures")
+    parser.add_argument("--no-in-process", action="store_true", help="no in-process figures")
+    parser.add_argument("--no-http", action="store_true", help="no figures over HTTP")
+    parser.add_argument(
+        "--http-cold", type=int, default=5, help="over HTTP: cold reads of each kind a round"
+    )
+    parser.add_argument(
+        "--http-reads", type=int, default=50, help="over HTTP: repeated reads of each kind"
+    )
+    main(parser.parse_args())

@@ -66,6 +66,7 @@ class Built:
     turns: int
     vendor_bytes: int  # request bodies the vendor received
     vendor_seconds: float  # the vendor's time handling them
+    run_id: str
 
     @property
     def cpu_per_turn_ms(self) -> float:
@@ -88,7 +89,12 @@ def cpu_seconds(pid: int) -> float:
 
 @contextlib.contextmanager
 def server(argv: list[str], port: int, cwd: Path) -> Iterator[subprocess.Popen[bytes]]:
-    process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    """The server `argv` starts, once it answers /health; with this folder on its
+    PYTHONPATH, so `runpoint serve --app MODULE:agents` finds a benchmark's agents."""
+    env = os.environ | {"PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -118,9 +124,10 @@ def measure(http: httpx.Client, pid: int, vendor: str, path: str, form: dict[str
     answer = http.post(path, data=form, timeout=600)
     wall, cpu = time.perf_counter() - wall, cpu_seconds(pid) - cpu
     answer.raise_for_status()
-    assert answer.json()["status"] == "COMPLETED", answer.text[:500]
+    run = answer.json()
+    assert run["status"] == "COMPLETED", answer.text[:500]
     tally = httpx.get(f"{vendor}/tally").json()
-    return Built(wall, cpu, tally["requests"], tally["bytes"], tally["seconds"])
+    return Built(wall, cpu, tally["requests"], tally["bytes"], tally["seconds"], run["run_id"])
 
 
 def main(sizes: list[int], agno: str | None, rounds: int) -> None:
@@ -136,7 +143,6 @@ def main(sizes: list[int], agno: str | None, rounds: int) -> None:
         if agno:
             servers["agno"] = [agno, str(work / "agno_app.py"), f"{tmp}/agno.db", "7791"]
         figures: dict[tuple[str, int | str], list[Built]] = {}
-        os.environ["PYTHONPATH"] = f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
         for _ in range(rounds):
             for name, argv in servers.items():
                 port = int(argv[-1])

@@ -20,6 +20,7 @@ from runpoint.conformance import (  # noqa: F401
     encryption,
     events,
     keys,
+    long_runs,
     members,
     optional,
     retention,

@@ -132,6 +132,17 @@ async def started(
     return new_session, new_run
 
 
+async def finished(store: Storage, count: int = 10) -> tuple[Session, Run]:
+    """A finished run of `count` messages with a checkpoint every second one, the last
+    its end."""
+    session, run = await started(store, messages(2))
+    await append(store, run, [], checkpoint(run, 2))
+    for at in range(4, count + 1, 2):
+        reason = "end" if at == count else "checkpoint"
+        await append(store, run, messages(at)[at - 2 :], checkpoint(run, at, reason))
+    return session, run
+
+
 async def append(
     store: Storage, to: Run, new: list[Message], mark: Checkpoint | None = None
 ) -> None:

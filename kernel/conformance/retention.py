@@ -27,19 +27,6 @@ from runpoint.seams.storage import Storage
 RETENTION = Capability.RETENTION
 
 
-async def _source(store: Storage, count: int = 10) -> tuple[Session, Run]:
-    """A finished run of `count` messages with a checkpoint every second one, the last
-    its end."""
-    session, run = await build.started(store, build.messages(2))
-    await build.append(store, run, [], build.checkpoint(run, 2))
-    for at in range(4, count + 1, 2):
-        reason = "end" if at == count else "checkpoint"
-        await build.append(
-            store, run, build.messages(at)[at - 2 :], build.checkpoint(run, at, reason)
-        )
-    return session, run
-
-
 async def _reads(store: Storage, run: Run) -> Any:
     """What a reader of the run sees: its transcript and timeline, as JSON."""
     return build.as_json(
@@ -67,7 +54,7 @@ def _session_fork(source_session: Session, source: Run) -> tuple[Session, Run]:
 
 @check(RETENTION)
 async def a_source_removed_under_a_live_fork_keeps_what_the_fork_reads(store: Storage) -> None:
-    session, source = await _source(store)
+    session, source = await build.finished(store)
     fork = build.fork(source, 6, status=RunStatus.PAUSED, message_count=7)
     await store.create_runs([fork], {fork.run_id: build.messages(1, "fork")})
     before = await _reads(store, fork)
@@ -90,7 +77,7 @@ async def a_source_removed_under_a_live_fork_keeps_what_the_fork_reads(store: St
 async def a_source_removed_under_an_edit_fork_keeps_the_rows_between_its_edits(
     store: Storage,
 ) -> None:
-    _, source = await _source(store)
+    _, source = await build.finished(store)
     fork = build.fork(source, 5, status=RunStatus.PAUSED, message_count=6)
     fork.segments = [
         Segment(source.run_id, 0, 1),
@@ -110,7 +97,7 @@ async def a_source_removed_under_an_edit_fork_keeps_the_rows_between_its_edits(
 async def a_session_deleted_under_a_session_fork_keeps_what_the_fork_reads(
     store: Storage,
 ) -> None:
-    source_session, source = await _source(store)
+    source_session, source = await build.finished(store)
     copy, fork = _session_fork(source_session, source)
     await store.create_sessions([copy], [fork])
     before = await _reads(store, fork)
@@ -124,7 +111,7 @@ async def a_session_deleted_under_a_session_fork_keeps_what_the_fork_reads(
 
 @check(RETENTION)
 async def a_session_checkpoint_keeps_what_it_captured(store: Storage) -> None:
-    session, source = await _source(store, 4)
+    session, source = await build.finished(store, 4)
     paused = build.run(session, status=RunStatus.PAUSED)
     await store.create_runs([paused])
     captured = build.session_checkpoint(session)
@@ -165,7 +152,7 @@ async def a_run_a_later_run_follows_stays_until_that_one_goes(store: Storage) ->
 
 @check(RETENTION)
 async def a_dry_run_removes_nothing_and_says_what_it_would(store: Storage) -> None:
-    _, run = await _source(store, 4)
+    _, run = await build.finished(store, 4)
     would = await store.remove_runs([run.run_id], dry_run=True)
     assert (would.runs, would.sessions, would.messages, would.checkpoints) == (1, 1, 4, 2)
     assert await store.get_run(run.run_id) is not None
@@ -178,7 +165,7 @@ async def a_dry_run_removes_nothing_and_says_what_it_would(store: Storage) -> No
 async def keep_last_n_keeps_the_last_checkpoints_the_end_and_those_a_fork_reads(
     store: Storage,
 ) -> None:
-    _, run = await _source(store, 12)
+    _, run = await build.finished(store, 12)
     fork = build.fork(run, 3, status=RunStatus.PAUSED)
     await store.create_runs([fork])
     removed = await store.trim_checkpoints(run.run_id, 2)
@@ -222,7 +209,7 @@ async def finished_runs_are_read_a_batch_at_a_time(store: Storage) -> None:
 
 @check(RETENTION)
 async def a_fork_of_a_source_removed_since_it_was_read_is_not_born(store: Storage) -> None:
-    _, source = await _source(store, 4)
+    _, source = await build.finished(store, 4)
     assert (await store.remove_runs([source.run_id])).runs == 1
     fork = build.fork(source, 2)
     try:
@@ -237,7 +224,7 @@ async def a_fork_of_a_source_removed_since_it_was_read_is_not_born(store: Storag
 async def a_session_fork_of_a_source_removed_since_it_was_read_is_not_born(
     store: Storage,
 ) -> None:
-    source_session, source = await _source(store, 4)
+    source_session, source = await build.finished(store, 4)
     assert (await store.remove_runs([source.run_id])).sessions == 1
     copy, fork = _session_fork(source_session, source)
     await refused(store.create_sessions([copy], [fork]), NotFound)  # the rows it reads went
@@ -249,7 +236,7 @@ async def a_session_fork_of_a_source_removed_since_it_was_read_is_not_born(
 async def a_fork_of_a_removed_source_whose_rows_a_reader_holds_is_born_whole(
     store: Storage,
 ) -> None:
-    source_session, source = await _source(store)
+    source_session, source = await build.finished(store)
     held, holder = _session_fork(source_session, source)
     await store.create_sessions([held], [holder])
     before = await _reads(store, holder)

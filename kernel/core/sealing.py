@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby, repeat
 from operator import itemgetter
@@ -68,6 +69,22 @@ class Codec:
         self.opened.keep(binding, sealed, document)
         return sealed
 
+    def seal_like(
+        self, stored: bytes, document: bytes, kind: str, field: str, *key: object
+    ) -> bytes:
+        """`document` sealed under the key `stored` (just opened) is sealed under, or as it
+        is if `stored` is in the clear: it takes the place of part of `stored`, whose team
+        its writer need not know."""
+        if stored[:1] not in _SEALED:
+            return document
+        header = stored[: 2 + stored[1]]
+        nonce = os.urandom(NONCE)
+        sealed = (
+            header + nonce + self.ciphers[header].encrypt(nonce, document, aad(kind, field, key))
+        )
+        self.opened.keep((kind, field, *key), sealed, document)
+        return sealed
+
     def open(self, stored: bytes, kind: str, field: str, *key: object) -> bytes:
         """The document of what the backend stored at this binding, or `Unreadable`."""
         binding = (kind, field, *key)
@@ -114,7 +131,7 @@ class Codec:
                     map(
                         cipher.decrypt,
                         [s[start:end] for s in stored],
-                        [s[end:] for s in stored],
+                        [memoryview(s)[end:] for s in stored],  # not copied
                         [prefix + str(item).encode() for item in items],  # = aad()'s
                     )
                 )
@@ -172,18 +189,19 @@ class Codec:
                 return self.teams.open(stored, associated)
             return self.keyring.open(stored, associated)
         except Unopened as exc:
-            raise self._refused(binding, str(exc)) from None
+            raise self.refused(binding, str(exc)) from None
 
     def _unsealed(self, stored: bytes, binding: Binding) -> bytes:
         if stored[:1] in _SEALED:
-            raise self._refused(binding, "sealed, and no keyring was given")
+            raise self.refused(binding, "sealed, and no keyring was given")
         return stored
 
     def forget_opened(self) -> None:
         """A key stopped opening documents: what it opened must not be served from memory."""
         self.opened.clear()
 
-    def _refused(self, binding: Binding, why: str) -> Unreadable:
+    def refused(self, binding: Binding, why: str) -> Unreadable:
+        """`Unreadable` for the row at `binding`, logged and counted."""
         self.failures += 1
         kind, field, *key = binding
         row = f"{kind}({', '.join(map(str, key))}).{field}"

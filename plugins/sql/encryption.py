@@ -109,6 +109,10 @@ class SqlEncryption:
         if encrypt and not check and not problems:
             async with self.db.write() as conn:
                 await conn.execute(delete(secrets).where(_UNDER_WAY))
+            # what was deleted or written over while the database was in the clear (old
+            # versions of rows, rows packed or removed) leaves no copy in its free pages
+            await self.db.reclaim(2**31)
+            await self.db.wipe()
         return Resealed(done, problems, rewrapped)
 
 

@@ -7,6 +7,8 @@ from collections.abc import Collection, Sequence
 from sqlalchemy import ColumnElement, Table, and_, delete, func, not_, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from runpoint.core.sealing import Codec
+from runpoint.plugins.sql import packs
 from runpoint.plugins.sql.schema import (
     approvals,
     checkpoints,
@@ -22,7 +24,7 @@ from runpoint.seams.retention import Removed
 
 
 async def erase(
-    conn: AsyncConnection, readers: Collection[str], run_ids: Collection[str]
+    conn: AsyncConnection, codec: Codec, readers: Collection[str], run_ids: Collection[str]
 ) -> Removed:
     """Delete the runs `run_ids` (their rows, event logs, tool-call records and approvals)
     and the lineage of `readers` (runs and session checkpoints, these runs among them);
@@ -50,14 +52,28 @@ async def erase(
             conn, messages.c.run_id.in_(unread), checkpoints.c.run_id.in_(unread)
         )
     for source, ranges in kept.items():
+        # what a reader reads stays: packs are written again with that alone, then the
+        # rows of their own outside every range go
+        def read_message(i: int, ranges: list[tuple[int, int]] = ranges) -> bool:
+            return any(lo <= i < hi for lo, hi in ranges)
+
+        def read_checkpoint(i: int, ranges: list[tuple[int, int]] = ranges) -> bool:
+            return any(lo < i <= hi for lo, hi in ranges)
+
+        count, size = await packs.thin(conn, codec, messages.name, source, read_message)
+        marks, more = await packs.thin(conn, codec, checkpoints.name, source, read_checkpoint)
+        removed += Removed(messages=count, checkpoints=marks, size=size + more)
         m, c = messages.c, checkpoints.c
         removed += await _delete_rows(
             conn,
             and_(
-                m.run_id == source, not_(or_(*(and_(m.idx >= lo, m.idx < hi) for lo, hi in ranges)))
+                m.run_id == source,
+                m.n == 1,
+                not_(or_(*(and_(m.idx >= lo, m.idx < hi) for lo, hi in ranges))),
             ),
             and_(
                 c.run_id == source,
+                c.n == 1,
                 not_(
                     or_(*(and_(c.message_index > lo, c.message_index <= hi) for lo, hi in ranges))
                 ),
@@ -99,11 +115,14 @@ async def _delete_rows(
 async def delete_rows(
     conn: AsyncConnection, table: Table, where: ColumnElement[bool]
 ) -> tuple[int, int]:
-    """Delete rows: how many, and the bytes of their documents."""
-    sizes = (
-        await conn.scalars(delete(table).where(where).returning(func.length(table.c.data)))
+    """Delete rows of messages or checkpoints: how many they held, and the bytes of their
+    documents."""
+    rows = (
+        await conn.execute(
+            delete(table).where(where).returning(table.c.n, func.length(table.c.data))
+        )
     ).all()
-    return len(sizes), sum(sizes)
+    return sum(n for n, _ in rows), sum(size for _, size in rows)
 
 
 async def captures(conn: AsyncConnection, session_ids: Sequence[str]) -> list[str]:

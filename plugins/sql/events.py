@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.sealing import Codec
 from runpoint.core.types import Message, Run, RunEvent
-from runpoint.plugins.sql import team_keys
+from runpoint.plugins.sql import packs, team_keys
 from runpoint.plugins.sql.appends import Append
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.schema import checkpoints, messages, run_events
@@ -72,15 +72,6 @@ _READ = (
     .limit(bindparam("limit"))
 )
 _LAST = select(func.max(run_events.c.seq)).where(run_events.c.run_id == bindparam("run"))
-_c, _m = checkpoints.c, messages.c
-_CHECKPOINTS = select(_c.message_index, _c.data).where(
-    _c.run_id == bindparam("run"),
-    _c.message_index >= bindparam("lo"),
-    _c.message_index <= bindparam("hi"),
-)
-_MESSAGES = select(_m.idx, _m.data).where(
-    _m.run_id == bindparam("run"), _m.idx >= bindparam("lo"), _m.idx <= bindparam("hi")
-)
 
 
 class Written(msgspec.Struct, frozen=True):
@@ -159,11 +150,13 @@ async def inline_checkpoints(
     """Put the checkpoints of `run_id` (of `team`, its key held) at `indexes` back into the
     events that left them out, in `conn`'s transaction: they are about to be deleted, and
     their events stay."""
-    e, c = run_events.c, checkpoints.c
-    found = await conn.execute(
-        select(c.message_index, c.data).where(c.run_id == run_id, c.message_index.in_(indexes))
-    )
-    documents = {i: codec.open(d, checkpoints.name, "data", run_id, i) for i, d in found}
+    e, ranges = run_events.c, [(run_id, min(indexes) - 1, max(indexes))]
+    found = await conn.execute(packs.checkpoints_in(1), packs.range_values(ranges))
+    documents = {
+        f.index: f.document
+        for f in packs.opened(codec, checkpoints.name, found.all(), ranges)
+        if f.index in indexes
+    }
     rows = await conn.execute(select(e.seq, e.data).where(e.run_id == run_id))
     for last, data in rows.all():
         batch = batch_of(codec.open(data, run_events.name, "data", run_id, last))
@@ -207,12 +200,12 @@ class SqlEvents:
     async def _restore(self, run_id: str, found: list[Stored]) -> None:
         """Put back into `found` what `lean` left out, from the rows that hold it."""
         if marks := [e.checkpoint for e in found if e.checkpoint is not None]:
-            documents = await self._documents(_CHECKPOINTS, run_id, marks, checkpoints.name)
+            documents = await self._documents(checkpoints.name, run_id, min(marks) - 1, max(marks))
             for e in found:
                 if e.checkpoint is not None:
                     e.data["checkpoint"] = _decode_value(documents[e.checkpoint])
         if indexes := [e.message for e in found if e.message is not None]:
-            documents = await self._documents(_MESSAGES, run_id, indexes, messages.name)
+            documents = await self._documents(messages.name, run_id, min(indexes), max(indexes) + 1)
             for e in found:
                 if e.message is not None:
                     result = _decode_result(documents[e.message])
@@ -220,12 +213,12 @@ class SqlEvents:
                     for key in e.left:
                         tool[key] = _decode_value(getattr(result, _FROM[key]))
 
-    async def _documents(
-        self, query: Any, run_id: str, keys: list[int], table: str
-    ) -> dict[int, bytes]:
-        rows = await self.db.read(query, {"run": run_id, "lo": min(keys), "hi": max(keys)})
-        open_ = self.db.codec.open
-        return {key: open_(data, table, "data", run_id, key) for key, data in rows}
+    async def _documents(self, table: str, run_id: str, lo: int, hi: int) -> dict[int, bytes]:
+        """The documents of a run's messages in [lo, hi), or checkpoints in (lo, hi]."""
+        ranges = [(run_id, lo, hi)]
+        query = packs.messages_in(1) if table == messages.name else packs.checkpoints_in(1)
+        rows = await self.db.read(query, packs.range_values(ranges))
+        return {f.index: f.document for f in packs.opened(self.db.codec, table, rows, ranges)}
 
     async def last_event_seq(self, run_id: str) -> int:
         rows = await self.db.read(_LAST, {"run": run_id})

@@ -9,12 +9,11 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import Run
-from runpoint.plugins.sql import team_keys
+from runpoint.plugins.sql import packs, team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.erase import (
     captures,
     delete_events,
-    delete_rows,
     delete_sessions,
     erase,
     read_ranges,
@@ -22,7 +21,7 @@ from runpoint.plugins.sql.erase import (
 from runpoint.plugins.sql.events import inline_checkpoints
 from runpoint.plugins.sql.locks import lock_session
 from runpoint.plugins.sql.run_rows import COLUMNS, decode_runs, readable_runs
-from runpoint.plugins.sql.schema import checkpoints, run_events, runs, sessions
+from runpoint.plugins.sql.schema import run_events, runs, sessions
 from runpoint.seams.retention import FINISHED, Removed, removable
 
 _FINISHED = [s.value for s in FINISHED]
@@ -79,7 +78,7 @@ class SqlRetention:
                 - {r.session_id for r in every if r.run_id not in doomed}
             )
             captured = await captures(conn, emptied)
-            removed += await erase(conn, [*doomed, *captured], doomed)
+            removed += await erase(conn, self.db.codec, [*doomed, *captured], doomed)
             removed.runs, removed.run_ids = len(doomed), sorted(doomed)
             removed.sessions = await delete_sessions(conn, emptied)
         return removed
@@ -94,14 +93,7 @@ class SqlRetention:
                 return removed
             # as a fork of the run holds it: none is born between reading and deleting
             await lock_session(self.db, conn, found.session_id)
-            c = checkpoints.c
-            marks = list(
-                (
-                    await conn.scalars(
-                        select(c.message_index).where(c.run_id == run_id).order_by(c.message_index)
-                    )
-                ).all()
-            )
+            marks = [f.index for f in await packs.run_checkpoints(conn, self.db.codec, run_id)]
             read = (await read_ranges(conn, [run_id])).get(run_id, [])
             kept = set(marks[-max(keep, 1) :])  # the end is the last
             doomed = [
@@ -109,8 +101,8 @@ class SqlRetention:
             ]
             if doomed:
                 await inline_checkpoints(conn, self.db.codec, run_id, team, doomed)
-                removed.checkpoints, removed.size = await delete_rows(
-                    conn, checkpoints, (c.run_id == run_id) & c.message_index.in_(doomed)
+                removed.checkpoints, removed.size = await packs.delete_checkpoints(
+                    conn, self.db.codec, run_id, doomed
                 )
         return removed
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import msgspec
-from sqlalchemy import bindparam, false, func, insert, select
+from sqlalchemy import bindparam, false, insert, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core import transcript
 from runpoint.core.errors import NotFound
 from runpoint.core.types import KeyAnswer, Message, Run
-from runpoint.plugins.sql import team_keys
+from runpoint.plugins.sql import packs, team_keys
 from runpoint.plugins.sql.births import read_rows
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.idempotency import record_answer
@@ -62,13 +62,14 @@ async def refuse_removed_sources(conn: AsyncConnection, new_runs: Sequence[Run])
     for run, segment in reads:
         if segment.run_id in found:
             continue  # a run's own rows stay while it does
-        m = messages.c
-        held = await conn.scalar(
-            select(func.count())
-            .select_from(messages)
-            .where(m.run_id == segment.run_id, m.idx >= segment.start, m.idx < (segment.end or 0))
+        m, start, end = messages.c, segment.start, segment.end or 0
+        rows = await conn.execute(
+            select(m.idx, m.n).where(
+                m.run_id == segment.run_id, m.idx > start - packs.WINDOW, m.idx < end
+            )
         )
-        if segment.end is None or held != segment.end - segment.start:
+        held = sum(max(0, min(i + n, end) - max(i, start)) for i, n in rows)
+        if segment.end is None or held != end - start:
             raise NotFound(f"run {run.forked_from_run_id or segment.run_id} not found")
 
 

@@ -103,10 +103,13 @@ messages = Table(
     metadata,
     Column("run_id", String(64), primary_key=True),
     Column("idx", Integer, primary_key=True, autoincrement=False),
-    Column("role", String(16), nullable=False),
+    Column("role", String(16), nullable=False),  # a pack's: its members' first letters
     Column("data", LargeBinary, nullable=False),
-    # its place in its session's event log (NULL for rows written before the log existed)
+    # its place in its session's event log (NULL for rows written before the log existed,
+    # and for packs)
     Column("event_seq", BigInteger),
+    # how many messages it holds, from idx: more than one is a pack (packs.py, 0023)
+    Column("n", Integer, nullable=False, server_default="1"),
 )
 
 # Each run's event log, to stream again exactly what its executions reported: a row holds
@@ -158,6 +161,8 @@ checkpoints = Table(
     Column("message_index", Integer, primary_key=True, autoincrement=False),
     Column("data", LargeBinary, nullable=False),
     Column("event_seq", BigInteger),  # its boundary's place in the session's event log
+    # how many checkpoints it holds, from message_index: more than one is a pack (packs.py)
+    Column("n", Integer, nullable=False, server_default="1"),
 )
 
 # Lineage: the rows a reader reads that are stored under another run's id (copy-on-write,

@@ -98,4 +98,4 @@ class SqlSessionCheckpoints:
     async def delete_session_checkpoint(self, checkpoint_id: str) -> None:
         async with self.db.write() as conn:
             await conn.execute(delete(session_checkpoints).where(_c.checkpoint_id == checkpoint_id))
-            await erase(conn, [checkpoint_id], [])
+            await erase(conn, self.db.codec, [checkpoint_id], [])

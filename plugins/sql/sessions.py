@@ -123,7 +123,7 @@ class SqlSessions:
             of_them = select(runs_table.c.run_id).where(runs_table.c.session_id.in_(doomed))
             run_ids = list((await conn.scalars(of_them)).all())
             # forks elsewhere keep what they read of these runs (copy-on-write)
-            await erase(conn, [*run_ids, *await captures(conn, doomed)], run_ids)
+            await erase(conn, self.db.codec, [*run_ids, *await captures(conn, doomed)], run_ids)
             await delete_sessions(conn, doomed)
             return True
 

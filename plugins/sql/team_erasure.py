@@ -59,7 +59,9 @@ class SqlTeamErasure:
                     await lock_session(self.db, conn, session_id)
                 of_them = select(runs.c.run_id).where(runs.c.session_id.in_(session_ids))
                 run_ids = list((await conn.scalars(of_them)).all())
-                await erase(conn, [*run_ids, *await captures(conn, session_ids)], run_ids)
+                await erase(
+                    conn, self.db.codec, [*run_ids, *await captures(conn, session_ids)], run_ids
+                )
                 return await delete_sessions(conn, session_ids)
         return None
 

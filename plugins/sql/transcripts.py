@@ -4,10 +4,10 @@ and its side-effecting tool calls."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import msgspec
-from sqlalchemy import BindParameter, ColumnElement, Select, and_, bindparam, or_, select, update
+from sqlalchemy import Select, and_, bindparam, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core import transcript
@@ -23,7 +23,7 @@ from runpoint.core.types import (
     RunEvent,
     Segment,
 )
-from runpoint.plugins.sql import team_keys
+from runpoint.plugins.sql import packs, team_keys
 from runpoint.plugins.sql.database import NO_END, Database, Save
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.events import Written, event_rows
@@ -34,18 +34,30 @@ from runpoint.plugins.sql.schema import checkpoints, messages, runs, tool_calls
 _decode_message = msgspec.json.Decoder(Message).decode
 _decode_view = msgspec.json.Decoder(MessageView).decode
 _decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
+
+
+class _Role(msgspec.Struct):
+    role: Role
+
+
+_decode_role = msgspec.json.Decoder(_Role).decode
 _RECORD_RESULT = (
     update(tool_calls)
     .where(tool_calls.c.run_id == bindparam("run"), tool_calls.c.tool_call_id == bindparam("call"))
     .values(result=bindparam("document"))
 )
+# the last row before `hi` that holds a message of the role from `lo` on, or may: a pack
+# with one (packs.roles)
 _LAST_INDEX = (
-    select(messages.c.idx)
+    select(messages.c.run_id, messages.c.idx, messages.c.data, messages.c.n)
     .where(
         messages.c.run_id == bindparam("run"),
-        messages.c.idx >= bindparam("lo"),
+        messages.c.idx > bindparam("lo") - packs.WINDOW,
         messages.c.idx < bindparam("hi"),
-        messages.c.role == bindparam("role"),
+        or_(
+            and_(messages.c.role == bindparam("role"), messages.c.idx >= bindparam("lo")),
+            and_(messages.c.n > 1, messages.c.role.contains(bindparam("letter"))),
+        ),
     )
     .order_by(messages.c.idx.desc())
     .limit(1)
@@ -121,10 +133,12 @@ class SqlTranscripts:
             if cancel_requested is None and unsure:
                 cancel_requested = await self._landed(written)
             saved(run, cancel_requested)
-            return
-        async with self.db.write() as conn:  # a transaction with the key's answer
-            await record_answer(conn, answering)
-            saved(run, await self.db.write_save(conn, written))
+        else:
+            async with self.db.write() as conn:  # a transaction with the key's answer
+                await record_answer(conn, answering)
+                saved(run, await self.db.write_save(conn, written))
+        first = written.messages[0][0] if written.messages else run.message_count
+        await packs.pack_settled(self.db, run, first)
 
     async def _landed(self, written: Save) -> bool | None:
         """The run's `cancel_requested` if the save that failed before this one (its answer
@@ -163,17 +177,24 @@ class SqlTranscripts:
         ]
         if not ranges:
             return []
-        rows = await self.db.read(_messages_in(len(ranges)), _range_values(ranges))
-        return self.db.codec.open_rows(messages.name, "data", rows, 2)
+        rows = await self.db.read(packs.messages_in(len(ranges)), packs.range_values(ranges))
+        return [f.document for f in packs.opened(self.db.codec, messages.name, rows, ranges)]
 
     async def last_index(self, segments: Sequence[Segment], before: int, role: Role) -> int | None:
         for s in reversed(segments):
             if s.start >= before:
                 continue
             end = before if s.end is None else min(s.end, before)
-            values = {"run": s.run_id, "lo": s.start, "hi": end, "role": role}
-            if found := await self.db.read(_LAST_INDEX, values):
-                return int(found[0][0])
+            values = {"run": s.run_id, "lo": s.start, "hi": end, "role": role, "letter": role[0]}
+            while found := await self.db.read(_LAST_INDEX, values):
+                row = found[0]
+                if row[3] == 1:
+                    return int(row[1])
+                document = self.db.codec.open(row[2], messages.name, "data", *row[:2])
+                for m in reversed(packs.members(self.db.codec, messages.name, row, document)):
+                    if s.start <= m.index < end and _decode_role(m.document).role == role:
+                        return m.index
+                values["hi"] = row[1]  # none in that pack: the rows before it
         return None
 
     async def list_checkpoints(
@@ -182,11 +203,12 @@ class SqlTranscripts:
         ranges = [(s.run_id, s.start, _end(s, upto)) for s in segments]
         if not ranges:
             return []
-        rows = await self.db.read(_checkpoints_in(len(ranges)), _range_values(ranges))
-        opened = self.db.codec.open_rows(checkpoints.name, "data", rows, 2)
-        found = [_decode_checkpoint(d) for d in opened]
-        for checkpoint, (*_, seq) in zip(found, rows, strict=True):
-            checkpoint.event_seq = seq  # the row's, not the document's
+        rows = await self.db.read(packs.checkpoints_in(len(ranges)), packs.range_values(ranges))
+        found = []
+        for mark in packs.opened(self.db.codec, checkpoints.name, rows, ranges):
+            checkpoint = _decode_checkpoint(mark.document)
+            checkpoint.event_seq = mark.seq  # the row's, not the document's
+            found.append(checkpoint)
         return found
 
     async def record_tool_results(self, run_id: str, results: Sequence[Message]) -> None:
@@ -227,49 +249,6 @@ class SqlTranscripts:
 def _end(segment: Segment, upto: int | None) -> int:
     """Where a segment ends, cut at `upto`."""
     return min((e for e in (segment.end, upto) if e is not None), default=NO_END)
-
-
-def _range_values(ranges: Sequence[tuple[str, int, int]]) -> dict[str, object]:
-    values: dict[str, object] = {}
-    for i, (run_id, lo, hi) in enumerate(ranges):
-        values |= {f"run{i}": run_id, f"lo{i}": lo, f"hi{i}": hi}
-    return values
-
-
-def _in_ranges(
-    run_id: ColumnElement[str],
-    within: Callable[[BindParameter[int], BindParameter[int]], ColumnElement[bool]],
-    ranges: int,
-) -> ColumnElement[bool]:
-    """`(run_id = :run0 AND within(:lo0, :hi0)) OR ...`, one per range."""
-    return or_(
-        *(
-            and_(run_id == bindparam(f"run{i}"), within(bindparam(f"lo{i}"), bindparam(f"hi{i}")))
-            for i in range(ranges)
-        )
-    )
-
-
-# One statement object per number of ranges, so each is compiled once (see compiled.py).
-@functools.lru_cache(maxsize=64)
-def _messages_in(ranges: int) -> Select[tuple[str, int, bytes]]:
-    m = messages.c
-    where = _in_ranges(m.run_id, lambda lo, hi: and_(m.idx >= lo, m.idx < hi), ranges)
-    return select(m.run_id, m.idx, m.data).where(where).order_by(m.idx)
-
-
-@functools.lru_cache(maxsize=64)
-def _checkpoints_in(ranges: int) -> Select[tuple[str, int, bytes, int]]:
-    # a segment's checkpoints lie in (start, end]: the one at a fork point is its source's
-    c = checkpoints.c
-    where = _in_ranges(
-        c.run_id, lambda lo, hi: and_(c.message_index > lo, c.message_index <= hi), ranges
-    )
-    return (
-        select(c.run_id, c.message_index, c.data, c.event_seq)
-        .where(where)
-        .order_by(c.message_index)
-    )
 
 
 @functools.lru_cache(maxsize=64)

@@ -1,0 +1,366 @@
+"""A run's settled rows, packed: once a save takes a run's messages past a multiple of
+WINDOW, the window's messages are kept in one row (a pack), and its checkpoints in
+another; so is the last window of a run that stopped (ended or paused), if half full.
+With a keyring each row is one AES-GCM open, which costs about as much as reading a small
+row in the clear: a first read of a run opens a pack a window, not a row a message and a
+row a checkpoint (and SQLite hands back fewer rows, keyring or not).
+
+A pack is keyed by its first member and holds `n` of them (a column in the clear); it
+never spans a multiple of WINDOW, so the packs holding the indexes from `lo` on are among
+the rows keyed after lo - WINDOW. A message pack is the JSON array of its members'
+documents, indexes idx..idx+n-1 (its `role` the first letters of theirs); a checkpoint
+pack the array of `[message_index, event_seq, document]`. A row a save writes into a
+window packed already (a checkpoint at a run's end) stays a row of its own: a read takes
+a window's packs and rows together. A pack is sealed as one document, bound to its row
+like any other; one that does not hold the `n` members its row says is refused as an
+altered row is. A removal or trim that takes some of a pack's members writes it again
+with the others (`thin`)."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, TypeVar
+
+import msgspec
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+)
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from runpoint.core.errors import Unavailable
+from runpoint.core.sealing import Codec
+from runpoint.core.types import IN_FLIGHT, Run
+from runpoint.plugins.sql.database import Database
+from runpoint.plugins.sql.schema import checkpoints, messages
+
+log = logging.getLogger("runpoint.storage")
+WINDOW = 64  # message indexes: no pack spans a multiple of it
+PACK_BYTES = 24 * 1024  # a pack's documents at most: a larger one stays a row of its own
+
+Range = tuple[str, int, int]  # run_id, lo, hi
+T = TypeVar("T")
+
+
+class Mark(msgspec.Struct, array_like=True):
+    """A checkpoint in a pack."""
+
+    index: int
+    seq: int | None
+    document: msgspec.Raw
+
+
+_message_members = msgspec.json.Decoder(list[msgspec.Raw]).decode
+_checkpoint_members = msgspec.json.Decoder(list[Mark]).decode
+_encode = msgspec.json.Encoder().encode
+
+
+class _Role(msgspec.Struct):
+    role: str
+
+
+_decode_role = msgspec.json.Decoder(_Role).decode
+
+
+def roles(held: Iterable[str]) -> str:
+    """A message pack's `role`: the first letter of each role its members have ("atu"),
+    so that a search for the last message of a role skips the packs without one."""
+    return "".join(sorted({role[0] for role in held}))
+
+
+def range_values(ranges: Sequence[Range]) -> dict[str, object]:
+    values: dict[str, object] = {}
+    for i, (run_id, lo, hi) in enumerate(ranges):
+        values |= {f"run{i}": run_id, f"lo{i}": lo, f"hi{i}": hi}
+    return values
+
+
+def _in_ranges(
+    run_id: ColumnElement[str],
+    within: Callable[[BindParameter[int], BindParameter[int]], ColumnElement[bool]],
+    ranges: int,
+) -> ColumnElement[bool]:
+    """`(run_id = :run0 AND within(:lo0, :hi0)) OR ...`, one per range."""
+    return or_(
+        *(
+            and_(run_id == bindparam(f"run{i}"), within(bindparam(f"lo{i}"), bindparam(f"hi{i}")))
+            for i in range(ranges)
+        )
+    )
+
+
+# One statement object per number of ranges, so each is compiled once (see compiled.py).
+@functools.lru_cache(maxsize=64)
+def messages_in(ranges: int) -> Select[tuple[str, int, bytes, int]]:
+    """The rows holding the messages of runs' ranges [lo, hi), by index (see `opened`)."""
+    m = messages.c
+    where = _in_ranges(m.run_id, lambda lo, hi: and_(m.idx > lo - WINDOW, m.idx < hi), ranges)
+    return select(m.run_id, m.idx, m.data, m.n).where(where).order_by(m.idx)
+
+
+@functools.lru_cache(maxsize=64)
+def checkpoints_in(ranges: int) -> Select[tuple[str, int, bytes, int, int | None]]:
+    """The rows holding the checkpoints of runs' ranges (lo, hi] (a segment's: the one at
+    a fork point is its source's), by message index (see `opened`)."""
+    c = checkpoints.c
+    where = _in_ranges(
+        c.run_id,
+        lambda lo, hi: and_(c.message_index > lo - WINDOW, c.message_index <= hi),
+        ranges,
+    )
+    return (
+        select(c.run_id, c.message_index, c.data, c.n, c.event_seq)
+        .where(where)
+        .order_by(c.message_index)
+    )
+
+
+class Found(msgspec.Struct, array_like=True, gc=False):
+    """A message or checkpoint a read found: its run, index, document and (a checkpoint's)
+    place in its session's event log."""
+
+    run_id: str
+    index: int
+    document: bytes
+    seq: int | None = None
+
+
+def opened(
+    codec: Codec, table: str, rows: Sequence[Sequence[Any]], ranges: Sequence[Range]
+) -> list[Found]:
+    """The members within `ranges` of rows read by `messages_in` or `checkpoints_in`
+    (run_id, index, stored document, n[, event_seq]), opened, in the rows' order."""
+    is_messages = table == messages.name
+    within: dict[str, list[tuple[int, int]]] = {}
+    for run_id, lo, hi in ranges:  # [lo, hi) for messages, (lo, hi] for checkpoints
+        within.setdefault(run_id, []).append((lo, hi) if is_messages else (lo + 1, hi + 1))
+    bounds = within.get
+    # a row none of whose members is wanted is not opened
+    rows = [
+        r
+        for r in rows
+        if _overlaps(r[1], r[1] + (r[3] if is_messages or r[3] == 1 else WINDOW), bounds(r[0]))
+    ]
+    found: list[Found] = []
+    ordered = True  # a source's pack read around an edit-fork's rows is not in order
+    for row, document in zip(rows, codec.open_rows(table, "data", rows, 2), strict=True):
+        if row[3] == 1:
+            held = [Found(row[0], row[1], document, row[4] if len(row) > 4 else None)]
+        else:
+            held, ranges_of = members(codec, table, row, document), bounds(row[0]) or []
+            first, last = held[0].index, held[-1].index
+            if not any(lo <= first and last < hi for lo, hi in ranges_of):  # not all of it
+                held = [m for m in held if _overlaps(m.index, m.index + 1, ranges_of)]
+        if held and found and held[0].index < found[-1].index:
+            ordered = False
+        found += held
+    return found if ordered else sorted(found, key=lambda f: f.index)
+
+
+def _overlaps(lo: int, hi: int, ranges: Iterable[tuple[int, int]] | None) -> bool:
+    return any(lo < end and start < hi for start, end in ranges or ())
+
+
+def members(codec: Codec, table: str, row: Sequence[Any], document: bytes) -> list[Found]:
+    """The members of a pack (`row`: run_id, first index, stored document, n, ...), or
+    `Unreadable` if it does not hold the `n` its row says."""
+    run_id, first, _, n = row[:4]
+    try:
+        if table == messages.name:
+            found = [
+                Found(run_id, first + i, bytes(m)) for i, m in enumerate(_message_members(document))
+            ]
+        else:
+            found = [
+                Found(run_id, m.index, bytes(m.document), m.seq)
+                for m in _checkpoint_members(document)
+            ]
+    except msgspec.DecodeError:
+        found = []
+    if len(found) != n:
+        raise codec.refused((table, "data", run_id, first), f"not a pack of {n}")
+    return found
+
+
+async def pack_settled(db: Database, run: Run, first: int) -> None:
+    """Pack the windows of `run`'s own rows that its last save (its messages from `first`
+    to its message_count) completed, and its last one if the run stopped (a run continued
+    later packs that window again when it completes). Packing changes no document: one
+    that fails (an outage, another writer's) leaves the rows as they were, and is not
+    retried."""
+    tail = run.segments[-1] if run.segments else None
+    if tail is None or tail.run_id != run.run_id:
+        return
+    count = run.message_count
+    ends = [*range((first // WINDOW + 1) * WINDOW, count + 1, WINDOW)]
+    if run.status not in IN_FLIGHT and count % WINDOW:
+        ends.append(count)
+    windows = []
+    for end in ends:
+        lo = max((end - 1) // WINDOW * WINDOW, tail.start)
+        # a window the run stopped in, if half full: fewer rows are not worth a write
+        if end - lo >= (2 if end % WINDOW == 0 else WINDOW // 2):
+            windows.append((lo, end))
+    if not windows:
+        return
+    try:
+        async with db.write() as conn:
+            for lo, end in windows:
+                await _pack(conn, db.codec, run, messages.name, lo, end)
+                await _pack(conn, db.codec, run, checkpoints.name, lo, end)
+    except (Unavailable, IntegrityError, _Moved) as exc:
+        log.info("run %s: messages %s left unpacked: %s", run.run_id, windows, exc)
+
+
+async def _pack(
+    conn: AsyncConnection, codec: Codec, run: Run, table: str, lo: int, hi: int
+) -> None:
+    """The window's rows (messages [lo, hi), checkpoints (lo, hi]) packed: consecutive
+    rows, each under PACK_BYTES, in packs up to it."""
+    t = messages if table == messages.name else checkpoints
+    key = t.c.idx if t is messages else t.c.message_index
+    inside = and_(key >= lo, key < hi) if t is messages else and_(key > lo, key <= hi)
+    rows = (
+        await conn.execute(
+            select(t.c.run_id, key, t.c.data, t.c.n, t.c.event_seq)
+            .where(t.c.run_id == run.run_id, inside)
+            .order_by(key)
+        )
+    ).all()
+    for group in _groups(rows):
+        documents = codec.open_rows(table, "data", group, 2)
+        found = [
+            member
+            for row, document in zip(group, documents, strict=True)
+            for member in (
+                members(codec, table, row, document)
+                if row[3] > 1
+                else [Found(row[0], row[1], document, row[4])]
+            )
+        ]
+        gone = await conn.execute(
+            delete(t).where(t.c.run_id == run.run_id, key.in_([r[1] for r in group]))
+        )
+        if gone.rowcount != len(group):  # another writer packed them meanwhile
+            raise _Moved(f"{table} of run {run.run_id} at {found[0].index}")
+        await _insert(conn, table, found, functools.partial(codec.seal, team=run.team_id))
+
+
+async def _insert(
+    conn: AsyncConnection,
+    table: str,
+    found: Sequence[Found],
+    seal: Callable[..., bytes],  # (document, kind, field, *key) -> what to store
+) -> None:
+    """One row holding `found`, a run's consecutive messages or checkpoints: a pack, or
+    a row of one's own."""
+    run_id, first = found[0].run_id, found[0].index
+    values: dict[str, Any]
+    if len(found) == 1:
+        document = found[0].document
+        if table == messages.name:
+            values = {"idx": first, "role": _decode_role(document).role}
+        else:
+            values = {"message_index": first, "event_seq": found[0].seq}
+    elif table == messages.name:
+        document = b"[" + b",".join(f.document for f in found) + b"]"
+        values = {"idx": first, "role": roles(_decode_role(f.document).role for f in found)}
+    else:
+        document = _encode([Mark(f.index, f.seq, msgspec.Raw(f.document)) for f in found])
+        values = {"message_index": first}
+    stored = seal(document, table, "data", run_id, first)
+    t = messages if table == messages.name else checkpoints
+    await conn.execute(insert(t).values(run_id=run_id, data=stored, n=len(found), **values))
+
+
+async def run_checkpoints(conn: AsyncConnection, codec: Codec, run_id: str) -> list[Found]:
+    """All of a run's own checkpoints, in `conn`'s transaction."""
+    ranges = [(run_id, -1, 2**31 - 1)]
+    rows = await conn.execute(checkpoints_in(1), range_values(ranges))
+    return opened(codec, checkpoints.name, rows.all(), ranges)
+
+
+async def delete_checkpoints(
+    conn: AsyncConnection, codec: Codec, run_id: str, doomed: Collection[int]
+) -> tuple[int, int]:
+    """Delete a run's checkpoints at `doomed`, in `conn`'s transaction: how many, and
+    their documents' bytes."""
+    count, size = await thin(conn, codec, checkpoints.name, run_id, lambda i: i not in doomed)
+    c = checkpoints.c
+    sizes = (
+        await conn.scalars(
+            delete(checkpoints)
+            .where(c.run_id == run_id, c.n == 1, c.message_index.in_(doomed))
+            .returning(func.length(c.data))
+        )
+    ).all()
+    return count + len(sizes), size + sum(sizes)
+
+
+async def thin(
+    conn: AsyncConnection, codec: Codec, table: str, run_id: str, keep: Callable[[int], bool]
+) -> tuple[int, int]:
+    """Write each pack of a run's messages or checkpoints that holds members `keep`
+    refuses again without them (sealed under its key), in `conn`'s transaction: how many
+    members went, and their documents' bytes. Its rows of their own are the caller's."""
+    t = messages if table == messages.name else checkpoints
+    key = t.c.idx if t is messages else t.c.message_index
+    packs = (
+        await conn.execute(
+            select(t.c.run_id, key, t.c.data, t.c.n).where(t.c.run_id == run_id, t.c.n > 1)
+        )
+    ).all()
+    count = size = 0
+    for row, document in zip(packs, codec.open_rows(table, "data", packs, 2), strict=True):
+        found = members(codec, table, row, document)
+        kept = [f for f in found if keep(f.index)]
+        if len(kept) == len(found):
+            continue
+        await conn.execute(delete(t).where(t.c.run_id == run_id, key == row[1]))
+        seal = functools.partial(codec.seal_like, row[2])
+        for part in _consecutive(kept) if t is messages else [kept] if kept else []:
+            await _insert(conn, table, part, seal)
+        count += len(found) - len(kept)
+        size += sum(len(f.document) for f in found if not keep(f.index))
+    return count, size
+
+
+class _Moved(Exception):
+    """Rows being packed went meanwhile: the packing is given up."""
+
+
+def _groups(rows: Sequence[T]) -> list[list[T]]:
+    """Runs of two or more consecutive rows whose documents fit PACK_BYTES together."""
+    groups: list[list[T]] = [[]]
+    size = 0
+    for row in rows:
+        length = len(row[2])  # type: ignore[index]
+        if length > PACK_BYTES or size + length > PACK_BYTES:
+            groups.append([])
+            size = 0
+        if length <= PACK_BYTES:
+            groups[-1].append(row)
+            size += length
+    return [g for g in groups if len(g) > 1]
+
+
+def _consecutive(found: Sequence[Found]) -> list[list[Found]]:
+    """`found` (messages, by index) in runs of consecutive indexes."""
+    parts: list[list[Found]] = []
+    for f in found:
+        if parts and parts[-1][-1].index + 1 == f.index:
+            parts[-1].append(f)
+        else:
+            parts.append([f])
+    return parts

@@ -1,0 +1,188 @@
+"""A long run's settled rows are packed a window at a time (plugins/sql/packs.py): what is
+read back is what was written, sealed or not (its events too, whose checkpoints and tool
+results the packs hold), a trim takes checkpoints out of packs, `db encrypt` seals packs,
+and a pack altered or moved is refused like any row."""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from runpoint.core.errors import Unreadable
+from runpoint.core.keyring import Keyring
+from runpoint.core.types import Run, RunStatus, Segment, ToolCall
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
+from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
+from runpoint.plugins.sql.packs import WINDOW
+from runpoint.seams.agent import Agent, tool
+from runpoint.seams.model import ModelRequest, ModelResponse
+from runpoint.seams.retention import Retention
+from runpoint.seams.storage import Encrypted
+from tests.storage.test_encryption import async_url, holds, stored_bytes, swap
+from tests.storage.test_lean_events import Handed
+
+pytestmark = pytest.mark.usefixtures("database")
+TURNS = 47  # tool batches: 96 messages
+SAID = "A-RESULT-NOBODY-MAY-READ "
+
+
+@tool(effect="read")
+async def look(topic: str) -> str:
+    """Look a topic up."""
+    return f"{SAID}{topic}"
+
+
+def respond(request: ModelRequest) -> ModelResponse:
+    turn = turns_since_user(request.messages)
+    if turn == TURNS:
+        return ModelResponse(content="done")
+    return ModelResponse(
+        content=f"turn {turn}", tool_calls=[ToolCall(call_id(request, 0), "look", {"topic": "t"})]
+    )
+
+
+AGENT = Agent(id="long", model=ScriptedModel(respond), tools=[look], max_turns=TURNS + 1)
+
+
+async def a_long_run(rp: Runpoint, message: str = "go") -> Run:
+    run = await (await rp.create_run(CreateRun(agent_id="long", message=message))).result()
+    assert run.status is RunStatus.COMPLETED and run.message_count == 2 + 2 * TURNS
+    return run
+
+
+async def packed(database: str, table: str, run_id: str) -> list[tuple[int, int]]:
+    """The (first index, n) of the run's rows of `table`."""
+    key = "idx" if table == "messages" else "message_index"
+    engine = create_async_engine(async_url(database))
+    async with engine.connect() as conn:
+        rows = await conn.execute(
+            text(f"SELECT {key}, n FROM {table} WHERE run_id = :r ORDER BY {key}"), {"r": run_id}
+        )
+        found = [(int(i), int(n)) for i, n in rows]
+    await engine.dispose()
+    return found
+
+
+@pytest.mark.parametrize("sealed", [False, True], ids=["clear", "sealed"])
+async def test_a_long_run_reads_back_as_written_from_its_packs(database: str, sealed: bool) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    storage = Handed(database)
+    keyring = Keyring({"k": os.urandom(32)}) if sealed else None
+    async with Runpoint([AGENT], storage=storage, keyring=keyring) as rp:
+        run = await a_long_run(rp)
+        rows = await packed(database, "messages", run.run_id)
+        count = run.message_count  # a pack a window, the last one's too: the run ended
+        assert rows == [(lo, min(WINDOW, count - lo)) for lo in range(0, count, WINDOW)]
+        assert any(n > 1 for _, n in await packed(database, "checkpoints", run.run_id))
+        whole = (await rp.get_run(run.run_id)).messages
+        events = await storage.read_events(run, 0, 10_000)
+        timeline = (await rp.timeline(run.run_id))[1]
+    # a new process, nothing kept opened: each read opens the packs
+    storage = Handed(database)
+    async with Runpoint([AGENT], storage=storage, keyring=keyring) as rp:
+        assert (await rp.get_run(run.run_id)).messages == whole
+        got = await storage.read_events(run, 0, 10_000)
+        assert [msgspec.json.encode(e) for e in got] == [msgspec.json.encode(e) for e in events]
+        assert (await rp.timeline(run.run_id))[1] == timeline
+        assert len(timeline) == TURNS + 1, "a checkpoint a tool batch, and the end"
+        for at in (33, 34, 63, 64, 65):  # within and at the edges of packs
+            snapshot = await rp.snapshot(run.run_id, at)
+            assert snapshot.detail.messages == whole[: snapshot.message_index]
+            assert snapshot.message_index in (at, at - 1)
+            assert snapshot.checkpoint == max(
+                (c for c in timeline if c.message_index <= snapshot.message_index),
+                key=lambda c: c.message_index,
+            )
+        for after in (0, 31, 47, 90):  # a follower's pages
+            page = await storage.read_events(run, after, 5)
+            assert [e.seq for e in page] == [e.seq for e in events[after : after + 5]]
+            assert page == events[after : after + 5]
+    if sealed:
+        assert not holds(await stored_bytes(database), SAID)
+
+
+async def test_a_trim_takes_checkpoints_out_of_packs_and_their_events_keep_them(
+    database: str,
+) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    storage = Handed(database)
+    async with Runpoint([AGENT], storage=storage, retention=Retention(checkpoints=2)) as rp:
+        run = await a_long_run(rp)
+        before = await storage.read_events(run, 0, 10_000)
+        removed = await rp.sweeper.sweep_all()
+        assert removed.checkpoints == TURNS + 1 - 2
+        listed = (await rp.timeline(run.run_id))[1]
+        assert [c.message_index for c in listed] == [run.message_count - 1, run.message_count]
+        assert await storage.read_events(run, 0, 10_000) == before
+        assert (await rp.get_run(run.run_id)).run.message_count == run.message_count
+
+
+async def test_db_encrypt_seals_packs(database: str) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    async with Runpoint([AGENT], database=database) as rp:
+        run = await a_long_run(rp)
+        whole = (await rp.get_run(run.run_id)).messages
+    keyring = Keyring({"k": os.urandom(32)})
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:
+        storage = rp.storage
+        assert isinstance(storage, Encrypted)
+        done = await storage.reseal(encrypt=True, check=False, batch=7)
+        assert done.problems == [] and done.resealed > 0
+        assert (await storage.reseal(encrypt=False, check=True, batch=7)).problems == []
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:
+        assert (await rp.get_run(run.run_id)).messages == whole
+
+
+async def test_a_pack_altered_or_moved_is_refused_and_the_others_serve(database: str) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    keyring = Keyring({"k": os.urandom(32)})
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:
+        first, second, third = [await a_long_run(rp, f"go {i}") for i in range(3)]
+    where = f"run_id = :k AND idx = {WINDOW}"
+    await swap(database, "messages", "data", where, first.run_id, second.run_id)
+    engine = create_async_engine(async_url(database))
+    async with engine.begin() as conn:  # a pack's count altered
+        await conn.execute(
+            text("UPDATE checkpoints SET n = n - 1 WHERE run_id = :r AND n > 1"),
+            {"r": third.run_id},
+        )
+    await engine.dispose()
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:
+        swapped = rf"messages\({first.run_id}, {WINDOW}\).data cannot be read: failed auth"
+        with pytest.raises(Unreadable, match=swapped):
+            await rp.get_run(first.run_id)
+        # the packs not swapped still serve
+        assert len(await rp.storage.read_messages([Segment(first.run_id, 0)], WINDOW)) == WINDOW
+        altered = rf"checkpoints\({third.run_id}, \d+\).data cannot be read: not a pack of"
+        with pytest.raises(Unreadable, match=altered):
+            await rp.queries.timeline(third.run_id)
+        assert (await rp.get_run(third.run_id)).messages[-1].content == "done"
+
+
+async def test_a_sealed_source_removed_under_its_fork_keeps_what_the_fork_reads(
+    database: str,
+) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    keyring = Keyring({"k": os.urandom(32)})
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:
+        source = await a_long_run(rp)
+        go_on = ContinueRun(run_id=source.run_id, continue_from=45, input="again", fork=True)
+        fork = await (await rp.continue_run(go_on)).result()
+        assert fork.run_id != source.run_id and fork.status is RunStatus.COMPLETED
+        before = (await rp.get_run(fork.run_id)).messages
+        removed = await rp.storage.remove_runs([source.run_id])
+        assert removed.run_ids == [source.run_id] and removed.messages == 96 - 45
+        assert (await rp.get_run(fork.run_id)).messages == before
+        rows = await packed(database, "messages", source.run_id)
+        assert rows == [(0, 45)], "the first window's pack written again with what is read"
+    async with Runpoint([AGENT], database=database, keyring=keyring) as rp:  # nothing kept
+        assert (await rp.get_run(fork.run_id)).messages == before
