@@ -19,6 +19,9 @@ run's event log is among the documents written and stored (each event is written
 one write of a 10-message run puts in the WAL, page by page (see walpages.py). Last, runs
 of 10 messages 16 at a time, whose writes come together: runs per second, what the disk
 was asked to write per byte stored, and on SQLite the commits per run.
+
+Like `runpoint serve`, the benchmark freezes what its start-up made (adapters/serving.py:
+`settle`): else a long build's full collections walk those 100,000 objects each time.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from documents import WrittenDocuments, stored_bytes
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 
+from runpoint.adapters.serving import settle
 from runpoint.core.types import ToolCall
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
@@ -101,6 +105,7 @@ async def measure(size: int, database: str) -> dict[str, float]:
     storage = CountedStorage(database)
     documents = WrittenDocuments(storage.engine)
     async with Runpoint([agent_of_size(size)], storage=storage) as rp:
+        settle()
         copies = max(1, RUNS_FOR_BYTES // size)
         before, builds = await written(database), []
         for _ in range(copies):

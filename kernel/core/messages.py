@@ -53,14 +53,23 @@ class Usage(msgspec.Struct, omit_defaults=True, gc=False):
         )
 
 
-class ToolCall(msgspec.Struct, omit_defaults=True):
+# A message, a call and an event (runpoint.core.run.RunEvent) hold data alone: text,
+# numbers, JSON values and other such structs, never a reference back to a container that
+# holds them, so none can be part of a reference cycle, and the garbage collector does not
+# track them (gc=False). A run keeps its transcript and a batch's events live while it goes:
+# tracked, a wide batch's thousands of them reached the oldest generation, and each full
+# collection they set off walked every object in the process (contrib/bench/storage.py).
+
+
+class ToolCall(msgspec.Struct, omit_defaults=True, gc=False):
     id: str
     name: str
     arguments: dict[str, Any] = {}
 
 
-class Message(msgspec.Struct, omit_defaults=True):
-    """One entry of a run's transcript; `index` is its position in the run."""
+class Message(msgspec.Struct, omit_defaults=True, gc=False):
+    """One entry of a run's transcript; `index` is its position in the run. Not tracked
+    by the garbage collector (see `ToolCall`)."""
 
     role: Role
     content: str | None = None

@@ -276,9 +276,11 @@ class Checkpoint(msgspec.Struct, omit_defaults=True, gc=False):
     event_seq: int | None = None
 
 
-class RunEvent(msgspec.Struct, omit_defaults=True):
+class RunEvent(msgspec.Struct, omit_defaults=True, gc=False):
     """What a run reports while it goes: stored in its run's event log, streamed to
-    clients from there, passed to plugins."""
+    clients from there, passed to plugins. `data` holds JSON values (and structs such as
+    `Usage`) alone, so an event is not tracked by the garbage collector (see
+    `runpoint.core.messages.ToolCall`)."""
 
     event: str
     run_id: str
