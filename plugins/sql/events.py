@@ -93,7 +93,9 @@ def event_rows(
     if not events:
         return []
     results = {m.tool_call_id: (i, m) for i, m in written.messages if m.role == "tool"}
-    batch = _pack(_encode([lean(e, written.checkpoint, results) for e in events]))
+    # one event at a time: none of a wide batch's lean copies outlives its encoding
+    leaned = (_encode(lean(e, written.checkpoint, results)) for e in events)
+    batch = _pack(b"[" + b",".join(leaned) + b"]")
     last = events[-1].seq
     return [(last, codec.seal(batch, run_events.name, "data", run.run_id, last, team=run.team_id))]
 
