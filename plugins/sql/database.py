@@ -26,13 +26,13 @@ __all__ = ["NO_END", "Database", "Save"]
 
 
 class Save(NamedTuple):
-    """What one `save` writes, encoded: the run's state, its new messages (index, role,
-    document), its checkpoint (index, document), the side-effecting calls about to run and
-    its events (seq, document)."""
+    """What one `save` writes, encoded: the run's state, its new messages' rows (index,
+    role, document, how many it holds: see packs.py), its checkpoint (index, document),
+    the side-effecting calls about to run and its events (seq, document)."""
 
     run: Run
     state: bytes
-    messages: Sequence[tuple[int, str, bytes]]
+    messages: Sequence[tuple[int, str, bytes, int]]
     checkpoint: tuple[int, bytes] | None
     intents: Sequence[str]
     events: Sequence[tuple[int, bytes]]

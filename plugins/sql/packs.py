@@ -50,6 +50,7 @@ WINDOW = 64  # message indexes: no pack spans a multiple of it
 PACK_BYTES = 24 * 1024  # a pack's documents at most: a larger one stays a row of its own
 
 Range = tuple[str, int, int]  # run_id, lo, hi
+MessageRow = tuple[int, str, bytes, int]  # index, role, document, n
 T = TypeVar("T")
 
 
@@ -193,30 +194,60 @@ def members(codec: Codec, table: str, row: Sequence[Any], document: bytes) -> li
     return found
 
 
-async def pack_settled(db: Database, run: Run, first: int) -> None:
-    """Pack the windows of `run`'s own rows that its last save (its messages from `first`
-    to its message_count) completed, and its last one if the run stopped (a run continued
-    later packs that window again when it completes). Packing changes no document: one
-    that fails (an outage, another writer's) leaves the rows as they were, and is not
-    retried."""
+def windows(run: Run, first: int) -> list[tuple[int, int]]:
+    """The windows [lo, end) of `run`'s own messages to pack once a save wrote them from
+    `first` to its message_count: those it completed, and its last if the run stopped
+    and it is half full (fewer rows are not worth a write; a run continued later packs
+    that window again when it completes)."""
     tail = run.segments[-1] if run.segments else None
     if tail is None or tail.run_id != run.run_id:
-        return
+        return []
     count = run.message_count
     ends = [*range((first // WINDOW + 1) * WINDOW, count + 1, WINDOW)]
     if run.status not in IN_FLIGHT and count % WINDOW:
         ends.append(count)
-    windows = []
+    found = []
     for end in ends:
         lo = max((end - 1) // WINDOW * WINDOW, tail.start)
-        # a window the run stopped in, if half full: fewer rows are not worth a write
         if end - lo >= (2 if end % WINDOW == 0 else WINDOW // 2):
-            windows.append((lo, end))
-    if not windows:
+            found.append((lo, end))
+    return found
+
+
+def packed_rows(run: Run, rows: Sequence[tuple[int, str, bytes]]) -> list[MessageRow]:
+    """A save's new messages (index, role, document, from `first` on, in order) as the
+    rows to write: those of the windows it writes whole as packs (`windows`), the others
+    a row each. So a wide batch is not written twice; the windows it completes that
+    earlier saves began are packed after it (`pack_settled`)."""
+    found: list[MessageRow] = []
+    if not rows or rows[-1][0] - rows[0][0] + 1 != len(rows):  # an edit-fork's own rows
+        return [(*row, 1) for row in rows]
+    first, at = rows[0][0], 0
+    for lo, end in windows(run, first):
+        if lo < first:
+            continue
+        found += [(*row, 1) for row in rows[at : lo - first]]
+        for part in _parts(rows[lo - first : end - first]):
+            if len(part) == 1:
+                found.append((*part[0], 1))
+            else:
+                document = b"[" + b",".join(d for *_, d in part) + b"]"
+                found.append((part[0][0], roles(r for _, r, _ in part), document, len(part)))
+        at = end - first
+    return found + [(*row, 1) for row in rows[at:]]
+
+
+async def pack_settled(db: Database, run: Run, first: int) -> None:
+    """Pack the windows that `run`'s last save (its messages from `first` to its
+    message_count) completed or ended and that earlier saves began (those it wrote whole
+    it wrote packed). Packing changes no document: one that fails (an outage, another
+    writer's) leaves the rows as they were, and is not retried."""
+    windows_ = [(lo, end) for lo, end in windows(run, first) if lo < first]
+    if not windows_:
         return
     try:
         async with db.write() as conn:
-            for lo, end in windows:
+            for lo, end in windows_:
                 await _pack(conn, db.codec, run, messages.name, lo, end)
                 await _pack(conn, db.codec, run, checkpoints.name, lo, end)
     except Exception as exc:
@@ -229,7 +260,7 @@ async def pack_settled(db: Database, run: Run, first: int) -> None:
             level,
             "run %s: windows %s left unpacked: %s",
             run.run_id,
-            windows,
+            windows_,
             exc,
             exc_info=not expected,
         )
@@ -250,7 +281,7 @@ async def _pack(
             .order_by(key)
         )
     ).all()
-    for group in _groups(rows):
+    for group in (part for part in _parts(rows) if len(part) > 1):
         documents = codec.open_rows(table, "data", group, 2)
         found = [
             member
@@ -352,19 +383,19 @@ class _Moved(Exception):
     """Rows being packed went meanwhile: the packing is given up."""
 
 
-def _groups(rows: Sequence[T]) -> list[list[T]]:
-    """Runs of two or more consecutive rows whose documents fit PACK_BYTES together."""
-    groups: list[list[T]] = [[]]
-    size = 0
+def _parts(rows: Sequence[T]) -> list[list[T]]:
+    """Consecutive rows in parts whose documents (each row's third value) fit PACK_BYTES
+    together; a larger one is a part alone."""
+    parts: list[list[T]] = []
+    size = PACK_BYTES  # the last part's: none yet
     for row in rows:
         length = len(row[2])  # type: ignore[index]
-        if length > PACK_BYTES or size + length > PACK_BYTES:
-            groups.append([])
+        if size + length > PACK_BYTES:
+            parts.append([])
             size = 0
-        if length <= PACK_BYTES:
-            groups[-1].append(row)
-            size += length
-    return [g for g in groups if len(g) > 1]
+        parts[-1].append(row)
+        size += length
+    return parts
 
 
 def _consecutive(found: Sequence[Found]) -> list[list[Found]]:

@@ -52,7 +52,7 @@ def parameters(group: Sequence[Save]) -> tuple[Parts, dict[str, Any]]:
             run.run_id,
             run.revision,
             run.session_id,
-            len(rows) + 1,
+            sum(n for *_, n in rows) + 1,  # a place each message takes, and the boundary
             run.status.value,
             written.state,
             run.lease_owner,
@@ -61,10 +61,12 @@ def parameters(group: Sequence[Save]) -> tuple[Parts, dict[str, Any]]:
         )
         for name, value in zip(_BOUNDARY_COLUMNS, columns, strict=True):
             values[name].append(value)
-        # each message's place counted back from its boundary's, which is the last
-        for place, (index, role, data) in zip(range(len(rows), 0, -1), rows, strict=True):
+        # each row's place (its first message's) counted back from its boundary's, the last
+        before = sum(held for *_, held in rows)
+        for index, role, data, held in rows:
             _append(values, message_saves=n, message_indexes=index, roles=role)
-            _append(values, documents=data, message_places_before=place)
+            _append(values, documents=data, message_places_before=before, counts=held)
+            before -= held
         if mark is not None:
             _append(values, checkpoint_saves=n, checkpoint_indexes=mark[0])
             _append(values, checkpoint_documents=mark[1])
@@ -89,7 +91,7 @@ _BOUNDARY_COLUMNS = (
     "recoveries",
 )
 _PARTS_ROWS = (
-    ("message_saves", "message_indexes", "roles", "documents", "message_places_before"),
+    ("message_saves", "message_indexes", "roles", "documents", "message_places_before", "counts"),
     ("checkpoint_saves", "checkpoint_indexes", "checkpoint_documents"),
     ("intent_saves", "intents"),
     ("event_saves", "event_seqs", "event_documents"),
@@ -240,15 +242,17 @@ def _new_messages(written: CTE) -> Insert:
         ("roles", Text),
         ("documents", BYTEA),
         ("message_places_before", BigInteger),
+        ("counts", Integer),
     )
     return insert(messages).from_select(
-        ["run_id", "idx", "role", "data", "event_seq"],
+        ["run_id", "idx", "role", "data", "event_seq", "n"],
         select(
             written.c.run_id,
             new.c.message_indexes,
             new.c.roles,
             new.c.documents,
             written.c.place - new.c.message_places_before,
+            new.c.counts,
         ).join_from(new, written, new.c.n == written.c.n),
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any, TypeVar
 
 import aiosqlite
@@ -67,6 +68,7 @@ _MESSAGES = _sql(
         role=bindparam("role"),
         data=bindparam("data"),
         event_seq=bindparam("seq"),
+        n=bindparam("n"),
     )
 )
 # the first checkpoint at an index stands, as the first event at a seq
@@ -174,12 +176,19 @@ def save(written: Save) -> Callable[[Statements], bool | None]:
         # entries of every column an UPDATE sets, whether its value changes or not
         if status != run.status.value:
             s.one(_STATUS, (run.status.value, run.run_id))
-        # the run's row is written under BEGIN IMMEDIATE: the session's may come second
-        (cursor,) = s.one(_CURSOR, (len(rows) + 1, run.session_id))
-        first = cursor - len(rows)
+        # the run's row is written under BEGIN IMMEDIATE: the session's may come second;
+        # each message takes a place (a row its first's)
+        held = sum(n for *_, n in rows)
+        (cursor,) = s.one(_CURSOR, (held + 1, run.session_id))
         if rows:
+            places = accumulate((n for *_, n in rows), initial=cursor - held)
             s.many(
-                _MESSAGES, [(run.run_id, i, r, d, first + n) for n, (i, r, d) in enumerate(rows)]
+                _MESSAGES,
+                # one place more than rows: the boundary's
+                [
+                    (run.run_id, i, r, d, at, n)
+                    for (i, r, d, n), at in zip(rows, places, strict=False)
+                ],
             )
         if mark is not None:
             s.one(_CHECKPOINT, (run.run_id, mark[0], mark[1], cursor))

@@ -77,10 +77,11 @@ def encoded_save(
     run_id, team = run.run_id, run.team_id
     seal = functools.partial(codec.seal, team=team)
     mark = None if checkpoint is None else (checkpoint.message_index, document(checkpoint))
+    rows = packs.packed_rows(run, [(i, m.role, document(m)) for i, m in indexed])
     return Save(
         run,
         state_document(run, codec),
-        [(i, m.role, seal(document(m), messages.name, "data", run_id, i)) for i, m in indexed],
+        [(i, role, seal(d, messages.name, "data", run_id, i), n) for i, role, d, n in rows],
         None
         if mark is None
         else (mark[0], seal(mark[1], checkpoints.name, "data", run_id, mark[0])),

@@ -215,3 +215,38 @@ async def test_a_packing_that_fails_leaves_the_rows_and_the_run_goes_on(
         assert len((await rp.get_run(run.run_id)).messages) == run.message_count
     told = [r for r in caplog.records if "left unpacked" in r.getMessage()]
     assert told and told[0].levelname == ("INFO" if isinstance(failure, OSError) else "ERROR")
+
+
+WIDE = 150  # tool calls in one batch
+
+
+def all_at_once(request: ModelRequest) -> ModelResponse:
+    if turns_since_user(request.messages):
+        return ModelResponse(content="done")
+    calls = [ToolCall(call_id(request, i), "look", {"topic": f"t{i}"}) for i in range(WIDE)]
+    return ModelResponse(content="all at once", tool_calls=calls)
+
+
+async def test_a_wide_batch_writes_the_windows_it_fills_packed(database: str) -> None:
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    storage = Handed(database)
+    wide = Agent(id="wide", model=ScriptedModel(all_at_once), tools=[look])
+    async with Runpoint([wide], storage=storage) as rp:
+        run = await (await rp.create_run(CreateRun(agent_id="wide", message="go"))).result()
+        count = run.message_count
+        assert run.status is RunStatus.COMPLETED and count == WIDE + 3
+        # [0, 64) begun by the run's birth, packed after the batch's save; [64, 128) written
+        # packed by it; the rest, under half a window, a row each
+        tail = [(i, 1) for i in range(2 * WINDOW, count)]
+        assert await packed(database, "messages", run.run_id) == [
+            (0, WINDOW),
+            (WINDOW, WINDOW),
+            *tail,
+        ]
+        whole = (await rp.get_run(run.run_id)).messages
+        assert [m.role for m in whole] == ["user", "assistant", *["tool"] * WIDE, "assistant"]
+        assert [m.content for m in whole[2:-1]] == [f"{SAID}t{i}" for i in range(WIDE)]
+        events = await storage.read_events(run, 0, 10_000)
+        assert [msgspec.json.encode(e) for e in events] == storage.handed
+        assert await rp.storage.last_index(run.segments, count, "user") == 0
