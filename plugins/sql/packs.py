@@ -1,6 +1,8 @@
 """A run's settled rows, packed: once a save takes a run's messages past a multiple of
 WINDOW, the window's messages are kept in one row (a pack), and its checkpoints in
 another; so is the last window of a run that stopped (ended or paused), if half full.
+A save that fills a window whole writes it packed (`packed_rows`); one that completes a
+window earlier saves began packs it after, in a write of its own (`pack_settled`).
 With a keyring each row is one AES-GCM open, which costs about as much as reading a small
 row in the clear: a first read of a run opens a pack a window, not a row a message and a
 row a checkpoint (and SQLite hands back fewer rows, keyring or not).
