@@ -95,6 +95,10 @@ async def test_a_run_that_keeps_dying_ends_in_error(
         assert run.error == reason
         assert (events[-1].event, events[-1].data["error"]) == ("RunError", reason)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
+        # plugins are told after the run's last save, which the poll may see first
+        async with asyncio.timeout(10):
+            while not finished:  # noqa: ASYNC110 (the hook is the plugin's own)
+                await asyncio.sleep(0.01)
         assert finished == [(run_id, RunStatus.ERROR)]
         # a person can still finish it: continue from end resumes it
         resumed = await (await rp.continue_run(ContinueRun(run_id=run_id))).result()
