@@ -28,8 +28,10 @@ from typing import Any, TypeVar
 import msgspec
 from sqlalchemy import (
     BindParameter,
+    Column,
     ColumnElement,
     Select,
+    Table,
     and_,
     bindparam,
     delete,
@@ -74,6 +76,11 @@ class _Role(msgspec.Struct):
 
 
 _decode_role = msgspec.json.Decoder(_Role).decode
+
+
+def role_of(document: bytes) -> str:
+    """A message document's role, nothing else decoded."""
+    return _decode_role(document).role
 
 
 def roles(held: Iterable[str]) -> str:
@@ -233,7 +240,7 @@ def packed_rows(run: Run, rows: Sequence[tuple[int, str, bytes]]) -> list[Messag
             if len(part) == 1:
                 found.append((*part[0], 1))
             else:
-                document = b"[" + b",".join(d for *_, d in part) + b"]"
+                document = _message_pack(d for *_, d in part)
                 found.append((part[0][0], roles(r for _, r, _ in part), document, len(part)))
         at = end - first
     return found + [(*row, 1) for row in rows[at:]]
@@ -273,8 +280,7 @@ async def _pack(
 ) -> None:
     """The window's rows (messages [lo, hi), checkpoints (lo, hi]) packed: consecutive
     rows, each under PACK_BYTES, in packs up to it."""
-    t = messages if table == messages.name else checkpoints
-    key = t.c.idx if t is messages else t.c.message_index
+    t, key = _table(table)
     inside = and_(key >= lo, key < hi) if t is messages else and_(key > lo, key <= hi)
     rows = (
         await conn.execute(
@@ -311,21 +317,20 @@ async def _insert(
     """One row holding `found`, a run's consecutive messages or checkpoints: a pack, or
     a row of one's own."""
     run_id, first = found[0].run_id, found[0].index
-    values: dict[str, Any]
+    t, key = _table(table)
+    values: dict[str, Any] = {key.name: first}
     if len(found) == 1:
         document = found[0].document
-        if table == messages.name:
-            values = {"idx": first, "role": _decode_role(document).role}
+        if t is messages:
+            values["role"] = role_of(document)
         else:
-            values = {"message_index": first, "event_seq": found[0].seq}
-    elif table == messages.name:
-        document = b"[" + b",".join(f.document for f in found) + b"]"
-        values = {"idx": first, "role": roles(_decode_role(f.document).role for f in found)}
+            values["event_seq"] = found[0].seq
+    elif t is messages:
+        document = _message_pack(f.document for f in found)
+        values["role"] = roles(role_of(f.document) for f in found)
     else:
         document = _encode([Mark(f.index, f.seq, msgspec.Raw(f.document)) for f in found])
-        values = {"message_index": first}
     stored = seal(document, table, "data", run_id, first)
-    t = messages if table == messages.name else checkpoints
     await conn.execute(insert(t).values(run_id=run_id, data=stored, n=len(found), **values))
 
 
@@ -359,8 +364,7 @@ async def thin(
     """Write each pack of a run's messages or checkpoints that holds members `keep`
     refuses again without them (sealed under its key), in `conn`'s transaction: how many
     members went, and their documents' bytes. Its rows of their own are the caller's."""
-    t = messages if table == messages.name else checkpoints
-    key = t.c.idx if t is messages else t.c.message_index
+    t, key = _table(table)
     packs = (
         await conn.execute(
             select(t.c.run_id, key, t.c.data, t.c.n).where(t.c.run_id == run_id, t.c.n > 1)
@@ -379,6 +383,18 @@ async def thin(
         count += len(found) - len(kept)
         size += sum(len(f.document) for f in found if not keep(f.index))
     return count, size
+
+
+def _table(table: str) -> tuple[Table, Column[int]]:
+    """The table of messages or checkpoints, and its index column."""
+    if table == messages.name:
+        return messages, messages.c.idx
+    return checkpoints, checkpoints.c.message_index
+
+
+def _message_pack(documents: Iterable[bytes]) -> bytes:
+    """A message pack: the JSON array of its members' documents, as they are."""
+    return b"[" + b",".join(documents) + b"]"
 
 
 class _Moved(Exception):

@@ -35,12 +35,6 @@ _decode_message = msgspec.json.Decoder(Message).decode
 _decode_view = msgspec.json.Decoder(MessageView).decode
 _decode_checkpoint = msgspec.json.Decoder(Checkpoint).decode
 
-
-class _Role(msgspec.Struct):
-    role: Role
-
-
-_decode_role = msgspec.json.Decoder(_Role).decode
 _RECORD_RESULT = (
     update(tool_calls)
     .where(tool_calls.c.run_id == bindparam("run"), tool_calls.c.tool_call_id == bindparam("call"))
@@ -193,7 +187,7 @@ class SqlTranscripts:
                     return int(row[1])
                 document = self.db.codec.open(row[2], messages.name, "data", *row[:2])
                 for m in reversed(packs.members(self.db.codec, messages.name, row, document)):
-                    if s.start <= m.index < end and _decode_role(m.document).role == role:
+                    if s.start <= m.index < end and packs.role_of(m.document) == role:
                         return m.index
                 values["hi"] = row[1]  # none in that pack: the rows before it
         return None
