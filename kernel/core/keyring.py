@@ -177,7 +177,11 @@ class TeamKeys:
         return found
 
     def seal(self, team: str, plain: bytes, aad: bytes) -> bytes:
-        header = self._teams[team]  # the storage holds the key of a team before it writes
+        # the storage holds the key of a team before it writes
+        return self.seal_under(self._teams[team], plain, aad)
+
+    def seal_under(self, header: bytes, plain: bytes, aad: bytes) -> bytes:
+        """`plain` sealed under the key a document's `header` names (held)."""
         nonce = os.urandom(NONCE)
         return header + nonce + self.ciphers[header].encrypt(nonce, plain, aad)
 

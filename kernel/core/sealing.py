@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Callable, Iterable, Sequence
 from itertools import groupby, repeat
 from operator import itemgetter
@@ -80,11 +79,8 @@ class Codec:
         its writer need not know."""
         if stored[:1] not in _SEALED:
             return document
-        header = stored[: 2 + stored[1]]
-        nonce = os.urandom(NONCE)
-        sealed = (
-            header + nonce + self.ciphers[header].encrypt(nonce, document, aad(kind, field, key))
-        )
+        assert self.teams is not None  # `stored` was just opened, so sealed under a key held
+        sealed = self.teams.seal_under(stored[: 2 + stored[1]], document, aad(kind, field, key))
         self.opened.keep((kind, field, *key), sealed, document)
         return sealed
 
