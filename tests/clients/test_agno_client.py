@@ -284,9 +284,10 @@ async def test_a_long_run_streamed_read_and_continued_from_a_packed_window(
     run_id, session_id = events[0].run_id or "", events[0].session_id or ""
 
     read = await client.get_session_run(session_id, run_id)
-    assert [(m["role"], m["content"]) for m in read.messages or []] == transcript(LONG)
+    assert isinstance(read, RunSchema) and read.messages is not None
+    assert [(m["role"], m["content"]) for m in read.messages] == transcript(LONG)
     (listed,) = await client.get_session_runs(session_id)
-    assert listed.messages == read.messages
+    assert isinstance(listed, RunSchema) and listed.messages == read.messages
 
     at = 2 * packs.WINDOW - 27  # a checkpoint inside the second window, packed
     forked = await collect(
@@ -298,7 +299,7 @@ async def test_a_long_run_streamed_read_and_continued_from_a_packed_window(
     fork_id = forked[0].run_id or ""
     assert fork_id != run_id
     fork = await client.get_session_run(session_id, fork_id)
-    assert fork.messages is not None and read.messages is not None
+    assert isinstance(fork, RunSchema) and fork.messages is not None
     assert fork.messages[:at] == read.messages[:at]  # the source's, then its own
     assert {m["id"] for m in fork.messages[at:]}.isdisjoint(m["id"] for m in read.messages)
     assert [(m["role"], m["content"]) for m in fork.messages] == transcript(LONG)

@@ -75,21 +75,22 @@ class Faulted(Handed):
         self.fault, self.at, self.direct = outage, at, direct
         self.attempts = 0  # of the save that completes the window
 
-    async def save(self, run: Run, messages: Any, *args: Any, **kwargs: Any) -> None:
+    async def save(self, run: Run, *args: Any, **kwargs: Any) -> None:
+        messages = args[0]
         completes = run.message_count - len(messages) < packs.WINDOW <= run.message_count
         self.attempts += completes
         if not completes or self.at != "save" or self.fault.fired:
-            return await super().save(run, messages, *args, **kwargs)
+            return await super().save(run, *args, **kwargs)
         if self.fault.kind == "restart":
             await self.fault.landed()
-            return await super().save(run, messages, *args, **kwargs)
+            return await super().save(run, *args, **kwargs)
         query = f"SELECT revision FROM runs WHERE run_id = '{run.run_id}'"
         revision = run.revision
 
         async def landed() -> bool:
             return bool(await postgres.fetch_value(self.direct, query) > revision)
 
-        await self.fault.committed_unanswered(super().save(run, messages, *args, **kwargs), landed)
+        await self.fault.committed_unanswered(super().save(run, *args, **kwargs), landed)
 
 
 @pytest.mark.parametrize("kind", ["restart", "cut"])
