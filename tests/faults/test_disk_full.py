@@ -201,20 +201,21 @@ async def test_a_team_run_outlives_a_full_disk_in_its_members_tool_batch(
 async def test_a_packing_that_meets_a_full_disk_leaves_its_rows_and_the_run_goes_on(
     small_disk: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The disk fills as the run's first window is packed (after the save that completed
-    it): the packing is given up, the window's rows stay as they were, and the run's next
-    save waits for room as any does; once there is room the run completes, the window is
-    packed at its next save, and all reads back exactly."""
+    """The disk fills as the run's first window is packed, after the save that completed
+    it (the window's rows deleted, the pack not yet written): the packing is given up,
+    the rows stay as they were, and the run's next save waits for room as any does; once
+    there is room the run completes, the window is packed at its next save, and all
+    reads back exactly."""
     database = f"sqlite:///{small_disk / 'runpoint.db'}"
     filled: list[Path] = []
-    packing = packs._pack
+    insert = packs._insert
 
-    async def fill_then_pack(*args: Any) -> None:
+    async def fill_then_insert(*args: Any) -> None:  # the window's rows deleted already
         if not filled:
             filled.append(fill(small_disk))
-        await packing(*args)
+        await insert(*args)
 
-    monkeypatch.setattr(packs, "_pack", fill_then_pack)
+    monkeypatch.setattr(packs, "_insert", fill_then_insert)
     caplog.set_level(logging.INFO, logger=packs.log.name)
     storage = Handed(database)
     runs, session = "/agents/long/runs", {"session_id": "long"}

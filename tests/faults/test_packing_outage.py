@@ -1,7 +1,8 @@
 """PostgreSQL goes away as a long run's first window is settled (plugins/sql/packs.py):
 restarted (`pg_ctl stop -m immediate`, started again), or its connections cut by the
 outage drill's proxy, on the save that completes the window (cut once its commit is done
-and before its answer is back) or on the packing right after it.
+and before its answer is back) or on the packing right after it (its rows deleted, the
+pack not yet written).
 
 The run outlives it (its writes are retried within its lease) and completes; nothing is
 lost or written twice: its transcript, checkpoints and events read back exactly, from a
@@ -104,14 +105,14 @@ async def test_a_long_run_outlives_an_outage_as_its_window_is_settled(
 ) -> None:
     proxy = CuttingProxy(pg.port)
     outage = Outage(pg, proxy, kind)
-    packing = packs._pack
+    insert = packs._insert
 
-    async def packed_after_the_outage(*args: Any) -> None:
+    async def inserted_after_the_outage(*args: Any) -> None:  # the rows deleted already
         if at == "packing" and not outage.fired:
             await outage.landed()
-        await packing(*args)
+        await insert(*args)
 
-    monkeypatch.setattr(packs, "_pack", packed_after_the_outage)
+    monkeypatch.setattr(packs, "_insert", inserted_after_the_outage)
     caplog.set_level(logging.INFO, logger=packs.log.name)
     through = pg.url.replace(f":{pg.port}/", f":{proxy.port}/")
     storage = Faulted(through, outage, at, pg.url)
