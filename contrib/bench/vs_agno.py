@@ -13,8 +13,10 @@ be scheduled. `--agno` names the interpreter of a virtualenv holding `agno==3.1.
 what its AgentOS needs (`pip install agno==3.1.10 openai fastapi uvicorn sqlalchemy
 greenlet aiosqlite python-multipart`); without it only runpoint is measured. Each run is
 `providers.py`'s: one user message, then model turns of one tool call each, then an
-answer. The rounds alternate the servers, and each figure is the median of its rounds: on
-a shared machine compare the ratios, not the seconds.
+answer. The rounds alternate the servers; a round builds a run of each size as many times
+as 200 messages make (20 runs of 10, 2 of 100, so that a figure of a few milliseconds is
+not one run's), and each figure is the median of all its runs: on a shared machine
+compare the ratios, not the seconds.
 """
 
 from __future__ import annotations
@@ -155,10 +157,11 @@ def main(sizes: list[int], agno: str | None, rounds: int) -> None:
                         build(http, process.pid, vendor, 10)
                     )
                     for size in sizes:
-                        figures.setdefault((name, size), []).append(
+                        figures.setdefault((name, size), []).extend(
                             build(http, process.pid, vendor, size)
+                            for _ in range(max(1, 200 // size))
                         )
-        print(f"medians of {rounds} rounds; server CPU from /proc; vendor: requests received")
+        print(f"medians of {rounds} rounds' runs; server CPU from /proc; vendor: requests received")
         print(
             f"{'server':<9} {'messages':>9} {'wall s':>8} {'CPU s':>7} {'wait s':>7} "
             f"{'CPU/turn ms':>12} {'vendor s':>9} {'bytes/request':>14}"
