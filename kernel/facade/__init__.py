@@ -38,6 +38,7 @@ from runpoint.runs.schedules import Schedules
 from runpoint.seams.agent import Agent
 from runpoint.seams.crew import check_crews
 from runpoint.seams.host import PluginHost
+from runpoint.seams.model import Closable
 from runpoint.seams.retention import Retention
 from runpoint.seams.runqueue import Watched
 from runpoint.seams.storage import Diagnosed, Encrypted, Migrated, Storage
@@ -187,6 +188,10 @@ class Runpoint(RunsFacade, SessionsFacade):
         await self.sweeper.stop()
         await self.executor.close()
         await self.storage.close()
+        given = [a.model for a in self.agents.values() if not isinstance(a.model, str)]
+        for model in {id(m): m for m in [*given, *self.host.made_models()]}.values():
+            if isinstance(model, Closable):
+                await model.aclose()
 
     async def readiness(self) -> dict[str, str]:
         """Whether this process can serve: each check "ok", or what is wrong. The

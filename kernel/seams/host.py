@@ -177,6 +177,10 @@ class PluginHost:
             self._models[spec] = model
         return model
 
+    def made_models(self) -> list[Model]:
+        """The models `model` made and keeps."""
+        return list(self._models.values())
+
     def _make_model(self, spec: str) -> Model:
         prefix, sep, name = spec.partition(":")
         if not sep:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import msgspec
 
@@ -70,6 +70,14 @@ class Model(Protocol):
     def name(self) -> str: ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[Chunk]: ...
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A model that holds connections (a vendor SDK's client): closed when the server
+    that made or was given it closes."""
+
+    async def aclose(self) -> None: ...
 
 
 # A provider turns the part after "provider:" in a model string into a Model.

@@ -6,8 +6,8 @@ no test can reach a real vendor, and the string form of a model ("openai:gpt-5.4
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -54,6 +54,7 @@ class Api:
     model_class: type[VendorModel[Any]]
     server: Loopback
     base_url: str
+    made: list[VendorModel[Any]] = field(default_factory=list)  # closed after the test
 
     @property
     def spec(self) -> str:
@@ -68,17 +69,24 @@ class Api:
     def model(self, **settings: Any) -> VendorModel[Any]:
         """The model with per-agent settings (its own key and base URL, few retries)."""
         options: dict[str, Any] = {"api_key": "sk-agent", "base_url": self.base_url}
-        return self.model_class(id=MODEL_IDS[self.provider], **options | settings)
+        self.made.append(self.model_class(id=MODEL_IDS[self.provider], **options | settings))
+        return self.made[-1]
 
 
 @pytest.fixture
-def apis(openai_server: Loopback, anthropic_server: Loopback) -> dict[str, Api]:
+async def apis(
+    openai_server: Loopback, anthropic_server: Loopback
+) -> AsyncIterator[dict[str, Api]]:
     v1 = f"{openai_server.url}/v1"
-    return {
+    apis = {
         "openai": Api("openai", OpenAIResponses, openai_server, v1),
         "openai-chat": Api("openai-chat", OpenAIChat, openai_server, v1),
         "anthropic": Api("anthropic", Claude, anthropic_server, anthropic_server.url),
     }
+    yield apis
+    for api in apis.values():  # a model used without a server: its connections
+        for model in api.made:
+            await model.aclose()
 
 
 @pytest.fixture(params=["openai", "openai-chat", "anthropic"])

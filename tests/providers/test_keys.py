@@ -52,5 +52,5 @@ async def test_a_server_makes_the_clients_it_has_keys_for_at_start(
     keyed, keyless = apis["openai"].spec, apis["anthropic"].spec
     rp = await open_runpoint([travel_agent(keyed), replace(travel_agent(keyless), id="keyless")])
     ready_models(rp)
-    assert rp.host.model(keyed)._client is not None  # type: ignore[attr-defined]
-    assert rp.host.model(keyless)._client is None  # type: ignore[attr-defined]
+    assert rp.host.model(keyed)._clients  # type: ignore[attr-defined]
+    assert not rp.host.model(keyless)._clients  # type: ignore[attr-defined]

@@ -1,11 +1,13 @@
 """What a turn costs on the way to the vendor: the body runpoint writes is sent as it is
 (not walked by the SDK's typed-parameter transform) and is what the typed call would send;
 each message is converted once per execution, and the history encoded once (the bytes
-unchanged); one SDK client serves every run of a model
-string; and a turn nobody watches is one plain vendor call."""
+unchanged); one SDK client serves every run of a model string in an event loop, and each
+loop has its own; a server's close closes them; and a turn nobody watches is one plain
+vendor call."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -163,6 +165,48 @@ async def test_one_sdk_client_serves_every_run_of_a_model_string(
 
     assert [r.content for r in (first, second, switched)] == ["One.", "Two.", "Three."]
     assert len(made) == 1
+
+
+async def test_each_event_loop_a_model_serves_has_a_client_of_its_own(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's aiohttp connections belong to the event loop that made them: a model used
+    in a second loop (another server in the same process) makes a client there, and the
+    first loop's client goes on serving the first."""
+    made: list[object] = []
+    make_client = api.model_class._make_client
+
+    def counted(self: Any, **options: Any) -> object:
+        made.append(client := make_client(self, **options))
+        return client
+
+    monkeypatch.setattr(api.model_class, "_make_client", counted)
+    model = api.model()
+    api.server.play(Turn("Un."), Turn("Deux."), Turn("Trois."))
+    request = ModelRequest(None, HISTORY, [], watched=False)
+
+    async def turn(close: bool = False) -> str | None:
+        [*_, response] = [chunk async for chunk in model.stream(request)]
+        if close:
+            await model.aclose()
+        return response.content  # type: ignore[union-attr]
+
+    first = await turn()
+    elsewhere = await asyncio.to_thread(asyncio.run, turn(close=True))
+    again = await turn()
+    assert [first, elsewhere, again] == ["Un.", "Deux.", "Trois."]
+    assert len(made) == 2
+
+
+async def test_a_server_closes_its_models_clients(api: Api, open_runpoint: OpenRunpoint) -> None:
+    runpoint = await open_runpoint([travel_agent(api.spec)])
+    api.server.play(Turn("One."))
+    run = await (await runpoint.create_run(CreateRun(agent_id="travel", message="Hi"))).result()
+    client = runpoint.host.model(api.spec).client()  # type: ignore[attr-defined]
+    assert run.content == "One." and not client.is_closed()
+
+    await runpoint.close()
+    assert client.is_closed()
 
 
 @pytest.mark.parametrize("watched", [True, False], ids=["watched", "unwatched"])
