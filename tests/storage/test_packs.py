@@ -40,16 +40,21 @@ async def look(topic: str) -> str:
     return f"{SAID}{topic}"
 
 
-def respond(request: ModelRequest) -> ModelResponse:
-    turn = turns_since_user(request.messages)
-    if turn == TURNS:
-        return ModelResponse(content="done")
-    return ModelResponse(
-        content=f"turn {turn}", tool_calls=[ToolCall(call_id(request, 0), "look", {"topic": "t"})]
-    )
+def long_agent(turns: int) -> Agent:
+    """An agent that looks a topic up `turns` times after each user message (a tool batch
+    and a checkpoint a turn: two messages), then answers."""
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        turn = turns_since_user(request.messages)
+        if turn == turns:
+            return ModelResponse(content="done")
+        call = ToolCall(call_id(request, 0), "look", {"topic": "t"})
+        return ModelResponse(content=f"turn {turn}", tool_calls=[call])
+
+    return Agent(id="long", model=ScriptedModel(respond), tools=[look], max_turns=turns + 1)
 
 
-AGENT = Agent(id="long", model=ScriptedModel(respond), tools=[look], max_turns=TURNS + 1)
+AGENT = long_agent(TURNS)
 
 
 async def a_long_run(rp: Runpoint, message: str = "go") -> Run:

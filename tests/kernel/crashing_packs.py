@@ -1,0 +1,70 @@
+"""A long run that stops around packing (plugins/sql/packs.py): `python -m
+tests.kernel.crashing_packs DB WHERE` runs `AGENT`, whose run crosses several windows, and
+stops when the save that completes its first window is to be packed (that save had begun
+no window whole, so its window is packed in a write of its own):
+- `before`: after the save committed, before its packing began;
+- `during`: inside the packing's transaction, the window's messages packed, its
+  checkpoints not yet, nothing committed;
+- `held-before`, `held-during`: there, but it waits for a line on its stdin (as a process
+  stopped with SIGSTOP and woken with SIGCONT would) and then goes on: a stale writer, if
+  another process took its run meanwhile. It prints `packed` when its packing is over.
+Stopped, it blocks its event loop (nothing else is written, its lease included) and prints
+`frozen RUN_ID`, for the parent to kill it (`crashing_session.kill_frozen`)."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from typing import Any
+
+from runpoint.core.types import Run
+from runpoint.facade import CreateRun, Runpoint
+from runpoint.plugins.sql import packs
+from tests.storage.test_packs import long_agent
+
+TURNS = 80  # 162 messages: windows complete at 64 and 128, and [128, 162) half full at the end
+AGENT = long_agent(TURNS)
+LEASE_SECONDS = 1.0  # short, so the parent need not wait long for the lease to run out
+WHERE = sys.argv[2] if __name__ == "__main__" else "before"
+HELD = WHERE.startswith("held-")
+WHERE = WHERE.removeprefix("held-")
+
+
+def stop(run: Run) -> None:
+    if stopped:
+        return
+    stopped.append(run.run_id)
+    print(f"frozen {run.run_id}", flush=True)
+    if HELD:
+        sys.stdin.readline()
+    else:
+        time.sleep(600)  # the parent kills us here
+
+
+pack_settled, pack = packs.pack_settled, packs._pack
+stopped: list[str] = []  # once: the first window's
+
+
+async def stopping_pack_settled(db: Any, run: Run, first: int) -> None:
+    if WHERE == "before" and any(lo < first for lo, _ in packs.windows(run, first)):
+        stop(run)
+    await pack_settled(db, run, first)
+    if HELD and stopped == [run.run_id]:
+        print("packed", flush=True)
+
+
+async def stopping_pack(conn: Any, codec: Any, run: Run, table: str, lo: int, hi: int) -> None:
+    await pack(conn, codec, run, table, lo, hi)
+    if WHERE == "during" and table == packs.messages.name:
+        stop(run)
+
+
+async def main(database: str) -> None:
+    packs.pack_settled, packs._pack = stopping_pack_settled, stopping_pack
+    async with Runpoint([AGENT], database=database, lease_seconds=LEASE_SECONDS) as rp:
+        await (await rp.create_run(CreateRun(agent_id=AGENT.id, message="go"))).result()
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1]))

@@ -1,0 +1,133 @@
+"""Processes that die or stall around packing (plugins/sql/packs.py): a long run killed
+with SIGKILL as a window is to be packed, or inside the packing's transaction, resumes in
+another process and reads back as an uninterrupted run does; a stale process whose run
+another took over packs after its last save without harm to the new owner's rows."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import Any
+
+import msgspec
+import pytest
+
+from runpoint.core.messages import Message
+from runpoint.core.types import Run, RunEvent, RunStatus
+from runpoint.facade import ContinueRun, CreateRun, Runpoint
+from runpoint.plugins.sql.packs import WINDOW
+from tests.kernel import crashing_packs
+from tests.kernel.crashing_packs import AGENT
+from tests.kernel.crashing_session import frozen, kill_frozen
+from tests.kernel.test_recovery import until
+from tests.storage.test_packs import packed
+
+pytestmark = pytest.mark.usefixtures("database")
+COUNT = 2 + 2 * crashing_packs.TURNS
+
+
+def transcript(messages: list[Message]) -> list[Message]:
+    """`messages` without what differs between two runs of one script (ids, times)."""
+    return [msgspec.structs.replace(m, id="", created_at=0) for m in messages]
+
+
+def stream(events: list[RunEvent]) -> list[tuple[str, Any]]:
+    """What `events` say, a resume's RunContinued left out."""
+    return [
+        (e.event, e.data.get("content"), e.data.get("tool_call_id"), e.data.get("message_index"))
+        for e in events
+        if e.event != "RunContinued"
+    ]
+
+
+class Read(msgspec.Struct):
+    """All a run reads back as."""
+
+    messages: list[Message]
+    timeline: list[tuple[int, str]]
+    events: list[tuple[str, Any]]
+
+
+async def read(rp: Runpoint, run: Run) -> Read:
+    detail = await rp.get_run(run.run_id)
+    timeline = (await rp.timeline(run.run_id))[1]
+    events = await rp.storage.read_events(run, 0, 10_000)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    return Read(
+        transcript(detail.messages),
+        [(c.message_index, c.reason) for c in timeline],
+        stream(events),
+    )
+
+
+async def uninterrupted(rp: Runpoint) -> Read:
+    """The same script, run from start to end in this process."""
+    run = await (await rp.create_run(CreateRun(agent_id=AGENT.id, message="go"))).result()
+    assert run.status is RunStatus.COMPLETED and run.message_count == COUNT
+    return await read(rp, run)
+
+
+def whole(got: Read, expected: Read) -> None:
+    assert got.messages == expected.messages
+    assert got.timeline == expected.timeline
+    assert len(got.timeline) == len(set(got.timeline)) == crashing_packs.TURNS + 1
+    assert got.events == expected.events
+
+
+@pytest.mark.parametrize("where", ["before", "during"])
+async def test_a_run_killed_around_its_packing_resumes_and_reads_back_whole(
+    database: str, where: str
+) -> None:
+    [run_id] = await kill_frozen("tests.kernel.crashing_packs", database, where)
+    # the window the kill interrupted the packing of is left a row a message
+    assert await packed(database, "messages", run_id) == [(i, 1) for i in range(WINDOW + 1)]
+    async with Runpoint([AGENT], database=database, lease_seconds=0.5) as rp:
+        run = await until(rp, run_id, RunStatus.COMPLETED)  # the lease watch resumes it
+        assert run.recoveries == 1 and run.message_count == COUNT
+    async with Runpoint([AGENT], database=database) as rp:  # nothing kept
+        whole(await read(rp, run), await uninterrupted(rp))
+        # the later windows were packed, the interrupted one not (its rows read the same)
+        assert (await packed(database, "messages", run_id))[WINDOW:] == [
+            (WINDOW, WINDOW),
+            (2 * WINDOW, COUNT - 2 * WINDOW),
+        ]
+        expected = (await rp.get_run(run_id)).messages
+        for at in (31, WINDOW + 33):  # a checkpoint among rows, and one in a pack
+            go_on = ContinueRun(run_id=run_id, continue_from=at, fork=True)
+            fork = await (await rp.continue_run(go_on)).result()
+            assert fork.run_id != run_id and fork.status is RunStatus.COMPLETED
+            assert transcript((await rp.get_run(fork.run_id)).messages) == transcript(expected)
+
+
+@pytest.mark.parametrize("where", ["before", "during"])
+async def test_a_stale_process_packs_after_its_run_was_taken_over_without_harm(
+    database: str, where: str
+) -> None:
+    if where == "during" and database.startswith("sqlite"):
+        pytest.skip("a stalled SQLite writer holds the one write lock: nobody else writes")
+    stale, [run_id] = await frozen("tests.kernel.crashing_packs", database, f"held-{where}")
+    assert stale.stdin is not None and stale.stdout is not None
+    try:
+        async with Runpoint([AGENT], database=database, lease_seconds=0.5) as rp:
+            run = await until(rp, run_id, RunStatus.COMPLETED)  # taken over, and ended
+            assert run.recoveries == 1
+            stale.stdin.write(b"go on\n")  # as SIGCONT would: it packs, then finds it lost
+            async with asyncio.timeout(30):
+                assert (await stale.stdout.readline()).split() == [b"packed"]
+                await stale.wait()
+    finally:
+        if stale.returncode is None:
+            stale.kill()
+            await stale.wait()
+    async with Runpoint([AGENT], database=database) as rp:
+        got = await read(rp, run)
+        whole(got, await uninterrupted(rp))
+        assert (await rp.get_run(run_id)).run.status is RunStatus.COMPLETED
+    # every window packed: the stale process's the first
+    assert await packed(database, "messages", run_id) == [
+        (0, WINDOW),
+        (WINDOW, WINDOW),
+        (2 * WINDOW, COUNT - 2 * WINDOW),
+    ]
+    counted = collections.Counter(i for i, _ in got.timeline)
+    assert max(counted.values()) == 1
