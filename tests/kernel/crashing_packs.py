@@ -1,7 +1,8 @@
 """A long run that stops around packing (plugins/sql/packs.py): `python -m
-tests.kernel.crashing_packs DB WHERE` runs `AGENT`, whose run crosses several windows, and
-stops when the save that completes its first window is to be packed (that save had begun
-no window whole, so its window is packed in a write of its own):
+tests.kernel.crashing_packs DB WHERE [AGENT_ID FROM]` runs `AGENT` (or `PAUSING`), whose
+run crosses several windows, and stops when the first window from message FROM on (0 by
+default) that a save completed, or left half full as its run paused, is to be packed in a
+write of its own:
 - `before`: after the save committed, before its packing began;
 - `during`: inside the packing's transaction, the window's messages packed, its
   checkpoints not yet, nothing committed;
@@ -21,14 +22,15 @@ from typing import Any
 from runpoint.core.types import Run
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.sql import packs
+from runpoint.plugins.sql.schema import messages
 from tests.storage.test_packs import long_agent
 
 TURNS = 80  # 162 messages: windows complete at 64 and 128, and [128, 162) half full at the end
 AGENT = long_agent(TURNS)
+PAUSE_AT = 48  # PAUSING's run pauses with 98 messages: [64, 98) half full
+PAUSING = long_agent(TURNS, pause_at=PAUSE_AT)
 LEASE_SECONDS = 1.0  # short, so the parent need not wait long for the lease to run out
-WHERE = sys.argv[2] if __name__ == "__main__" else "before"
-HELD = WHERE.startswith("held-")
-WHERE = WHERE.removeprefix("held-")
+WHERE, HELD, RUN, FROM = "before", False, AGENT.id, 0  # what the command line says
 
 
 def stop(run: Run) -> None:
@@ -47,7 +49,7 @@ stopped: list[str] = []  # once: the first window's
 
 
 async def stopping_pack_settled(db: Any, run: Run, first: int) -> None:
-    if WHERE == "before" and any(lo < first for lo, _ in packs.windows(run, first)):
+    if WHERE == "before" and any(FROM <= lo < first for lo, _ in packs.windows(run, first)):
         stop(run)
     await pack_settled(db, run, first)
     if HELD and stopped == [run.run_id]:
@@ -56,15 +58,19 @@ async def stopping_pack_settled(db: Any, run: Run, first: int) -> None:
 
 async def stopping_pack(conn: Any, codec: Any, run: Run, table: str, lo: int, hi: int) -> None:
     await pack(conn, codec, run, table, lo, hi)
-    if WHERE == "during" and table == packs.messages.name:
+    if WHERE == "during" and table == messages.name and lo >= FROM:
         stop(run)
 
 
 async def main(database: str) -> None:
     packs.pack_settled, packs._pack = stopping_pack_settled, stopping_pack
-    async with Runpoint([AGENT], database=database, lease_seconds=LEASE_SECONDS) as rp:
-        await (await rp.create_run(CreateRun(agent_id=AGENT.id, message="go"))).result()
+    agents = [AGENT, PAUSING]
+    async with Runpoint(agents, database=database, lease_seconds=LEASE_SECONDS) as rp:
+        await (await rp.create_run(CreateRun(agent_id=RUN, message="go"))).result()
 
 
 if __name__ == "__main__":
+    HELD, WHERE = sys.argv[2].startswith("held-"), sys.argv[2].removeprefix("held-")
+    if len(sys.argv) > 4:
+        RUN, FROM = sys.argv[3], int(sys.argv[4])
     asyncio.run(main(sys.argv[1]))

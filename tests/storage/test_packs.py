@@ -40,18 +40,27 @@ async def look(topic: str) -> str:
     return f"{SAID}{topic}"
 
 
-def long_agent(turns: int) -> Agent:
+@tool(requires_confirmation=True)
+async def ask(topic: str) -> str:
+    """Ask a person about a topic."""
+    return f"asked about {topic}"
+
+
+def long_agent(turns: int, pause_at: int | None = None) -> Agent:
     """An agent that looks a topic up `turns` times after each user message (a tool batch
-    and a checkpoint a turn: two messages), then answers."""
+    and a checkpoint a turn: two messages), then answers; with `pause_at`, the call of that
+    turn is one a person must confirm (its run pauses there)."""
 
     def respond(request: ModelRequest) -> ModelResponse:
         turn = turns_since_user(request.messages)
         if turn == turns:
             return ModelResponse(content="done")
-        call = ToolCall(call_id(request, 0), "look", {"topic": "t"})
+        name = "ask" if turn == pause_at else "look"
+        call = ToolCall(call_id(request, 0), name, {"topic": "t"})
         return ModelResponse(content=f"turn {turn}", tool_calls=[call])
 
-    return Agent(id="long", model=ScriptedModel(respond), tools=[look], max_turns=turns + 1)
+    name = "long" if pause_at is None else "pausing"
+    return Agent(id=name, model=ScriptedModel(respond), tools=[look, ask], max_turns=turns + 1)
 
 
 AGENT = long_agent(TURNS)
