@@ -7,23 +7,26 @@ stalled inside its packing holds up no other process's run."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
 import pytest
 from sqlalchemy import make_url
 
+from runpoint import hookimpl
 from runpoint.core.messages import Message
 from runpoint.core.types import Run, RunEvent, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.sql import packs
 from runpoint.plugins.sql.packs import WINDOW
 from runpoint.seams.agent import Agent
+from runpoint.seams.host import PluginHost
 from tests.kernel import crashing_packs
 from tests.kernel.crashing_packs import AGENT, PAUSING
 from tests.kernel.crashing_session import frozen, kill_frozen
-from tests.kernel.test_recovery import until
 from tests.storage.test_packs import packed
 
 pytestmark = pytest.mark.usefixtures("database")
@@ -84,6 +87,28 @@ def whole(got: Read, expected: Read) -> None:
     assert got.events == expected.events
 
 
+class Ended:
+    """A plugin told of each run's end, which is after its last save and its packing (a
+    poll of the run's status may see the save first)."""
+
+    def __init__(self) -> None:
+        self.host = PluginHost([self])
+        self.ended: set[str] = set()
+
+    @hookimpl
+    def runpoint_run_finished(self, run: Run) -> None:
+        self.ended.add(run.run_id)
+
+    async def run(self, rp: Runpoint, run_id: str) -> Run:
+        """The run once it ended, COMPLETED."""
+        async with asyncio.timeout(30):
+            while run_id not in self.ended:  # noqa: ASYNC110 (the hook is the plugin's own)
+                await asyncio.sleep(0.02)
+        run = (await rp.get_run(run_id)).run
+        assert run.status is RunStatus.COMPLETED, run.error
+        return run
+
+
 @pytest.mark.parametrize("where", ["before", "during"])
 async def test_a_run_killed_around_its_packing_resumes_and_reads_back_whole(
     database: str, where: str
@@ -91,8 +116,9 @@ async def test_a_run_killed_around_its_packing_resumes_and_reads_back_whole(
     [run_id] = await kill_frozen("tests.kernel.crashing_packs", database, where)
     # the window the kill interrupted the packing of is left a row a message
     assert await packed(database, "messages", run_id) == [(i, 1) for i in range(WINDOW + 1)]
-    async with Runpoint([AGENT], database=database, lease_seconds=0.5) as rp:
-        run = await until(rp, run_id, RunStatus.COMPLETED)  # the lease watch resumes it
+    ended = Ended()
+    async with Runpoint([AGENT], database=database, lease_seconds=0.5, host=ended.host) as rp:
+        run = await ended.run(rp, run_id)  # the lease watch resumes it
         assert run.recoveries == 1 and run.message_count == COUNT
     async with Runpoint([AGENT], database=database) as rp:  # nothing kept
         whole(await read(rp, run), await uninterrupted(rp))
@@ -109,26 +135,47 @@ async def test_a_run_killed_around_its_packing_resumes_and_reads_back_whole(
             assert transcript((await rp.get_run(fork.run_id)).messages) == transcript(expected)
 
 
+class Held:
+    """A `crashing_packs` process held where it stopped (`held-...`), its run's id."""
+
+    def __init__(self, child: asyncio.subprocess.Process, run_id: str) -> None:
+        self.child, self.run_id = child, run_id
+
+    async def go_on(self) -> None:
+        """Let it go on, as SIGCONT would, until it packed and ended."""
+        assert self.child.stdin is not None and self.child.stdout is not None
+        self.child.stdin.write(b"go on\n")
+        async with asyncio.timeout(30):
+            assert (await self.child.stdout.readline()).split() == [b"packed"]
+            await self.child.wait()
+
+
+@contextlib.asynccontextmanager
+async def held(database: str, *args: str) -> AsyncIterator[Held]:
+    child, [run_id] = await frozen("tests.kernel.crashing_packs", database, *args)
+    try:
+        yield Held(child, run_id)
+    finally:
+        if child.returncode is None:
+            child.kill()
+            await child.wait()
+
+
 @pytest.mark.parametrize("where", ["before", "during"])
 async def test_a_stale_process_packs_after_its_run_was_taken_over_without_harm(
     database: str, where: str
 ) -> None:
     if where == "during" and database.startswith("sqlite"):
         pytest.skip("a stalled SQLite writer holds the one write lock: nobody else writes")
-    stale, [run_id] = await frozen("tests.kernel.crashing_packs", database, f"held-{where}")
-    assert stale.stdin is not None and stale.stdout is not None
-    try:
-        async with Runpoint([AGENT], database=database, lease_seconds=0.5) as rp:
-            run = await until(rp, run_id, RunStatus.COMPLETED)  # taken over, and ended
-            assert run.recoveries == 1
-            stale.stdin.write(b"go on\n")  # as SIGCONT would: it packs, then finds it lost
-            async with asyncio.timeout(30):
-                assert (await stale.stdout.readline()).split() == [b"packed"]
-                await stale.wait()
-    finally:
-        if stale.returncode is None:
-            stale.kill()
-            await stale.wait()
+    ended = Ended()
+    async with (
+        held(database, f"held-{where}") as stale,
+        Runpoint([AGENT], database=database, lease_seconds=0.5, host=ended.host) as rp,
+    ):
+        run = await ended.run(rp, stale.run_id)  # taken over, and ended
+        assert run.recoveries == 1
+        await stale.go_on()  # it packs, then finds it lost its run
+    run_id = run.run_id
     async with Runpoint([AGENT], database=database) as rp:
         got = await read(rp, run)
         whole(got, await uninterrupted(rp))
@@ -161,26 +208,17 @@ async def test_a_process_stalled_in_its_packing_holds_up_no_other_writer(
     whole."""
     if database.startswith("sqlite"):
         pytest.skip("a stalled SQLite writer holds the one write lock: nobody else writes")
-    stale, [run_id] = await frozen(
-        "tests.kernel.crashing_packs", database, "held-during", PAUSING.id, str(WINDOW)
-    )
-    assert stale.stdin is not None and stale.stdout is not None
     caplog.set_level(logging.INFO, logger=packs.log.name)
     # statements that may wait longer than the test does: it is the packing that must not
     url = make_url(database).update_query_dict({"command_timeout": "600"})
-    try:
-        async with Runpoint([PAUSING], database=url.render_as_string(False)) as rp:
-            paused = (await rp.get_run(run_id)).run
-            async with asyncio.timeout(30):
-                run = await confirmed(rp, paused)
-            stale.stdin.write(b"go on\n")
-            async with asyncio.timeout(30):
-                assert (await stale.stdout.readline()).split() == [b"packed"]
-                await stale.wait()
-    finally:
-        if stale.returncode is None:
-            stale.kill()
-            await stale.wait()
+    async with (
+        held(database, "held-during", PAUSING.id, str(WINDOW)) as stale,
+        Runpoint([PAUSING], database=url.render_as_string(False)) as rp,
+    ):
+        paused = (await rp.get_run(stale.run_id)).run
+        async with asyncio.timeout(30):
+            run = await confirmed(rp, paused)
+        await stale.go_on()
     assert any("left unpacked" in r.getMessage() for r in caplog.records)
     async with Runpoint([PAUSING], database=database) as rp:
         got = await read(rp, run)
