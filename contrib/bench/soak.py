@@ -10,7 +10,12 @@ against minute 10, and what a sweep cost per run removed.
 
 A "request" is one run made and waited for (the offline scripted model: a travel-agent
 run of three tool batches), a continue of it from message 3 (a fork), and, every fifth,
-a session fork of its session.
+a session fork of its session. `--turns N` makes each run N tool batches long instead
+(2N + 2 messages: past 64 they are packed, plugins/sql/packs.py) and continues it from its
+middle; at the end every run and continue still kept is read again and must hold the very
+messages it was read with when it was made (the command fails if one does not).
+
+    .venv/bin/python contrib/bench/soak.py --turns 80 --rate 1 [--postgres]
 """
 
 from __future__ import annotations
@@ -27,10 +32,14 @@ import asyncpg
 from databases import databases
 
 from runpoint import hookimpl
-from runpoint.core.types import Timing
+from runpoint.core.errors import NotFound
+from runpoint.core.types import Timing, ToolCall
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
+from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
+from runpoint.seams.agent import Agent, tool
 from runpoint.seams.host import PluginHost
+from runpoint.seams.model import ModelRequest, ModelResponse
 from runpoint.seams.retention import Removed, Retention
 
 
@@ -48,6 +57,30 @@ class Sweeps:
         return any(t.started_at < end and start < t.started_at + t.seconds for t, _ in self.done)
 
 
+@tool(effect="read")
+def look(topic: str) -> str:
+    """Look a topic up.
+
+    Args:
+        topic: What to look up.
+    """
+    return f"looked up {topic}"
+
+
+def long_agent(turns: int) -> Agent:
+    """`turns` tool batches, then an answer; a continue (its input "again") answers at once."""
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        turn = turns_since_user(request.messages)
+        said = next(m.content for m in reversed(request.messages) if m.role == "user")
+        if turn == turns or said == "again":
+            return ModelResponse(content="done")
+        call = ToolCall(call_id(request), "look", {"topic": f"t{turn}"})
+        return ModelResponse(content=f"turn {turn}", tool_calls=[call])
+
+    return Agent(id="long", model=ScriptedModel(respond), tools=[look], max_turns=turns + 1)
+
+
 async def size(url: str) -> int:
     if url.startswith("sqlite"):
         return file_size(url.removeprefix("sqlite:///"))
@@ -60,11 +93,12 @@ async def size(url: str) -> int:
 
 
 async def soak(
-    url: str, minutes: int, retain: float, every: float, workers: int, rate: float
-) -> None:
+    url: str, minutes: int, retain: float, every: float, workers: int, rate: float, turns: int
+) -> bool:
+    """The soak; whether every run kept read back as it was made."""
     sweeps = Sweeps()
     rp = Runpoint(
-        agents,
+        [*agents, long_agent(turns)],
         database=url,
         host=PluginHost([sweeps]),
         retention=Retention(runs=retain),
@@ -72,6 +106,12 @@ async def soak(
     )
     latencies: list[tuple[float, float]] = []  # (start, end)
     made = 0
+    ids: dict[str, list[str]] = {}  # each long run's and continue's messages, as made
+    agent, message = ("long", "go") if turns else ("travel-agent", "Paris, Tokyo and Lagos")
+
+    async def read(run_id: str) -> list[str]:
+        return [m.id for m in (await rp.get_run(run_id)).messages]
+
     began = time.time()
 
     async def work() -> None:
@@ -81,19 +121,21 @@ async def soak(
             turn, made = made, made + 1
             await asyncio.sleep(max(0.0, began + turn / rate - time.time()))
             start = time.time()
-            run = await (
-                await rp.create_run(
-                    CreateRun(agent_id="travel-agent", message="Paris, Tokyo and Lagos")
-                )
-            ).result()
-            await (
+            run = await (await rp.create_run(CreateRun(agent_id=agent, message=message))).result()
+            middle, input_ = (1 + 2 * (turns // 2), "again") if turns else (3, "Paris")
+            forked = await (
                 await rp.continue_run(
-                    ContinueRun(run_id=run.run_id, continue_from=3, input="Paris")
+                    ContinueRun(run_id=run.run_id, continue_from=middle, input=input_)
                 )
             ).result()
             if turn % 5 == 0:
                 await rp.fork_session(ForkSession(session_id=run.session_id))
             latencies.append((start, time.time()))
+            if turns:
+                ids[run.run_id], ids[forked.run_id] = (
+                    await read(run.run_id),
+                    await read(forked.run_id),
+                )
 
     async with rp:
         began, sizes = time.time(), {}
@@ -112,6 +154,18 @@ async def soak(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        kept = changed = 0
+        for run_id, made_with in ids.items():
+            try:
+                now = await read(run_id)
+            except NotFound:
+                continue  # removed by the sweeps
+            kept, changed = kept + 1, changed + (now != made_with)
+        if turns:
+            print(
+                f"{len(ids)} runs and continues made, {kept} kept at the end, "
+                f"{changed} of them not read back as made"
+            )
     settled = [(s, e) for s, e in latencies if s >= began + 60 * 2]  # once sweeps remove
     during = [e - s for s, e in settled if sweeps.overlaps(s, e)]
     quiet = [e - s for s, e in settled if not sweeps.overlaps(s, e)]
@@ -139,6 +193,7 @@ async def soak(
         f"{removed.size / max(removed.runs, 1):.0f} bytes of documents and "
         f"{removed.reclaimed / max(removed.runs, 1):.0f} bytes of file returned per run"
     )
+    return changed == 0
 
 
 def file_size(path: str) -> int:
@@ -161,14 +216,24 @@ def main() -> None:
     parser.add_argument("--sweep-seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=4, help="concurrent request loops")
     parser.add_argument("--rate", type=float, default=2.0, help="requests a second, steady")
+    parser.add_argument("--turns", type=int, default=0, help="tool batches a run (0: the demo's)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, databases(args.postgres, Path(tmp)) as new:
 
-        async def go() -> None:
+        async def go() -> bool:
             url = await new("soak")
-            await soak(url, args.minutes, args.retain, args.sweep_seconds, args.workers, args.rate)
+            return await soak(
+                url,
+                args.minutes,
+                args.retain,
+                args.sweep_seconds,
+                args.workers,
+                args.rate,
+                args.turns,
+            )
 
-        asyncio.run(go())
+        if not asyncio.run(go()):
+            raise SystemExit(1)
 
 
 if __name__ == "__main__":

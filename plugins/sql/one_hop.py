@@ -103,6 +103,17 @@ class OneHopConnection(AsyncAdapt_aiosqlite_connection):
     __slots__ = ()
     _cursor_cls = OneHopCursor  # type: ignore[assignment]
 
+    def rollback(self) -> None:
+        # A connection goes back to the pool with a rollback: a trip to its thread, which
+        # sqlite3 then skips when SQLite has no transaction open, as after nearly every
+        # write (a group commits in its own trip) and read. Skipped here, without the trip:
+        # no statement of this connection is under way when SQLAlchemy ends with it (one
+        # interrupted by a cancel makes SQLAlchemy discard the connection).
+        connection: aiosqlite.Connection = self._connection  # type: ignore[assignment]
+        if connection._connection is not None and not connection.in_transaction:
+            return
+        super().rollback()
+
 
 class OneHopDbapi(AsyncAdapt_aiosqlite_dbapi):
     """aiosqlite as SQLAlchemy's dialect sees it (`create_engine(module=...)`), with

@@ -250,9 +250,13 @@ def packed_rows(run: Run, rows: Sequence[tuple[int, str, bytes]]) -> list[Messag
 async def pack_settled(db: Database, run: Run, first: int) -> None:
     """Pack the windows that `run`'s last save (its messages from `first` to its
     message_count) completed or ended and that earlier saves began (those it wrote whole
-    it wrote packed). Packing changes no document: one that fails (an outage, another
-    writer's) leaves the rows as they were, and is not retried."""
-    windows_ = [(lo, end) for lo, end in windows(run, first) if lo < first]
+    it wrote packed). Packing changes no document: one that fails (an outage, a full
+    disk, another writer's) leaves the rows as they were; a run in flight packs them at
+    its next save in this process (`db.unpacked`), a stopped run's stay rows."""
+    # from where an earlier packing of the run failed, if one did: else a window it
+    # left would stay rows for ever (no later save completes it again)
+    since = min(first, db.unpacked.pop(run.run_id, first))
+    windows_ = [(lo, end) for lo, end in windows(run, since) if lo < first]
     if not windows_:
         return
     try:
@@ -265,6 +269,8 @@ async def pack_settled(db: Database, run: Run, first: int) -> None:
         # packing), the rows stay as they were; anything else is a bug, told with its
         # traceback, that must not fail the run
         expected = outage(exc) is not None or isinstance(exc, (IntegrityError, _Moved))
+        if expected and run.status in IN_FLIGHT:  # a bug would fail again
+            db.unpacked[run.run_id] = since
         level = logging.INFO if expected else logging.ERROR
         log.log(
             level,

@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.plugins.sql import sqlite_saves
 from runpoint.plugins.sql.appends import Append
+from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.database import Database, Save
 from runpoint.plugins.sql.one_hop import OneHopDbapi
 from runpoint.plugins.sql.sqlite_groups import GroupedWrites
@@ -136,6 +137,9 @@ class Sqlite(GroupedWrites, Database):
 
     async def save(self, written: Save) -> bool | None:
         return await self.grouped(sqlite_saves.save(written))
+
+    async def save_births(self, births: Births) -> None:
+        await self.grouped(sqlite_saves.births(births))
 
     async def write_save(self, conn: AsyncConnection, written: Save) -> bool | None:
         """In a caller's transaction: its statements in one trip all the same."""

@@ -6,8 +6,8 @@ written once.
 
 A write given as a function of the connection (`sqlite_saves`) goes in one trip to the
 connection's thread with its transaction's control: the BEGIN if it is the group's first,
-its savepoint otherwise, and the COMMIT if nobody waits to join it. A lone boundary is two
-trips (the second gives the connection back) where it was eleven. The transaction's state
+its savepoint otherwise, and the COMMIT if nobody waits to join it. A lone boundary is one
+trip where it was eleven (the connection goes back with no trip: `one_hop`). The transaction's state
 is SQLite's own (`in_transaction`), read in the connection's thread, so a write given up
 half-way leaves nothing to mend."""
 

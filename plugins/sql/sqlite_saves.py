@@ -9,6 +9,7 @@ raises the driver's (`DBAPIError.instance`), and each statement is told to the e
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from itertools import accumulate
@@ -23,12 +24,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import now
 from runpoint.plugins.sql.appends import Append
+from runpoint.plugins.sql.births import Births
 from runpoint.plugins.sql.compiled import Compiled
 from runpoint.plugins.sql.database import Save
 from runpoint.plugins.sql.schema import (
     checkpoints,
     messages,
+    metadata,
     run_events,
+    run_reads,
     runs,
     sessions,
     tool_calls,
@@ -214,6 +218,28 @@ def append(appends: Sequence[Append]) -> Callable[[Statements], list[bool]]:
         return written
 
     return body
+
+
+_BORN = (sessions, runs, messages, run_reads)
+
+
+def births(born: Births) -> Callable[[Statements], None]:
+    """New sessions, their runs and the runs' input (`Database.insert_births`)."""
+
+    def body(s: Statements) -> None:
+        for table, rows in zip(_BORN, born, strict=True):
+            if rows:
+                insert_ = _insert(table.name, tuple(rows[0]))
+                s.many(insert_.sql, [insert_.parameters(row) for row in rows])
+
+    return body
+
+
+@functools.lru_cache(maxsize=16)
+def _insert(table: str, columns: tuple[str, ...]) -> Compiled:
+    """The INSERT of rows giving `columns` of `table` (a birth's rows give the same)."""
+    statement = insert(metadata.tables[table]).values({c: bindparam(c) for c in columns})
+    return Compiled.of(statement, _DIALECT)
 
 
 def insert_events(s: Statements, run_id: str, events: Sequence[tuple[int, bytes]]) -> None:

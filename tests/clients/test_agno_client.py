@@ -22,8 +22,13 @@ from agno.run.agent import (
     RunOutputEvent,
     RunPausedEvent,
     RunStartedEvent,
+    ToolCallCompletedEvent,
 )
 from agno.utils.log import logger as agno_logger
+
+from runpoint.plugins.sql import packs
+from tests.clients.conftest import LONG
+from tests.long_runs import SAID, asked, transcript
 
 # one event loop for the module: Agno's client shares one httpx client across calls
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -263,3 +268,49 @@ async def test_a_team_run_streams_team_events(client: AgentOSClient) -> None:
     completed = [e for e in events if isinstance(e, RunCompletedEvent)]
     assert {e.run_id for e in completed} == {e.run_id for e in started}
     assert events.index(delegations[0]) > max(events.index(e) for e in completed)
+
+
+# -- a run at the size users reach: its windows packed (tests/long_runs.py) ---------
+
+
+async def test_a_long_run_streamed_read_and_continued_from_a_packed_window(
+    long_server: str,
+) -> None:
+    client = AgentOSClient(base_url=long_server, timeout=60)
+    events = await collect(client.run_agent_stream("long", LONG))
+    assert isinstance(events[0], RunStartedEvent) and isinstance(events[-1], RunCompletedEvent)
+    done = [e for e in events if isinstance(e, ToolCallCompletedEvent)]
+    assert [e.tool.result if e.tool else None for e in done] == [f"{SAID}t"] * asked(LONG)
+    run_id, session_id = events[0].run_id or "", events[0].session_id or ""
+
+    read = await client.get_session_run(session_id, run_id)
+    assert isinstance(read, RunSchema) and read.messages is not None
+    assert [(m["role"], m["content"]) for m in read.messages] == transcript(LONG)
+    (listed,) = await client.get_session_runs(session_id)
+    assert isinstance(listed, RunSchema) and listed.messages == read.messages
+
+    at = 2 * packs.WINDOW - 27  # a checkpoint inside the second window, packed
+    forked = await collect(
+        client.continue_agent_run_stream(
+            "long", run_id, tools=[], session_id=session_id, continue_from=at
+        )
+    )
+    assert [e.event for e in forked][-1] == "RunCompleted"
+    fork_id = forked[0].run_id or ""
+    assert fork_id != run_id
+    fork = await client.get_session_run(session_id, fork_id)
+    assert isinstance(fork, RunSchema) and fork.messages is not None
+    assert fork.messages[:at] == read.messages[:at]  # the source's, then its own
+    assert {m["id"] for m in fork.messages[at:]}.isdisjoint(m["id"] for m in read.messages)
+    assert [(m["role"], m["content"]) for m in fork.messages] == transcript(LONG)
+    again = await client.continue_agent_run(
+        "long", run_id, tools=[], session_id=session_id, continue_from=packs.WINDOW + 1
+    )
+    assert again.status is not None and again.status.value == "COMPLETED"
+    assert [(m.role, m.content) for m in again.messages or []] == transcript(LONG)
+    assert [m.id for m in again.messages or []][: packs.WINDOW + 1] == [
+        m["id"] for m in read.messages[: packs.WINDOW + 1]
+    ]
+    assert {m.id for m in (again.messages or [])[packs.WINDOW + 1 :]}.isdisjoint(
+        m["id"] for m in read.messages
+    )

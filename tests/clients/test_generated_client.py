@@ -6,6 +6,7 @@ checkpoint, rollback and fork. Every answer parses into the generated client's t
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Iterator
 from types import ModuleType
@@ -15,7 +16,10 @@ import pytest
 from openapi_python_client import generate
 from openapi_python_client.config import Config, ConfigFile, MetaType
 
+from runpoint.plugins.sql.packs import WINDOW
+from tests.clients.conftest import LONG
 from tests.http.conftest import SPEC
+from tests.long_runs import SAID, asked, checkpoint_indexes, transcript
 
 PACKAGE = "runpoint_client"
 PROMPT = "Compare the populations of Paris, Tokyo, and Lagos in one sentence."
@@ -137,3 +141,100 @@ def test_a_generated_client_runs_the_seeds_flows(generated: ModuleType, server: 
     assert [s.forked_from_session_id for s in forks.sessions] == [session_id] * 2
     for fork in forks.sessions:
         assert len(session_runs.sync(fork.session_id, client=client)) == 2
+
+
+def test_a_generated_client_reads_continues_and_forks_a_long_run(
+    generated: ModuleType, long_server: str
+) -> None:
+    """A run of 152 messages, two windows packed (tests/long_runs.py): its messages,
+    checkpoints, snapshots and events read back, a continue from inside a packed window,
+    and its session forked both ways."""
+    models, agents = module("models"), "api.agents"
+    client = generated.Client(base_url=long_server, timeout=60.0, raise_on_unexpected_status=True)
+    body = models.CreateRunRequest(message=LONG, stream=False)
+    run = ok(
+        module(f"{agents}.create_agent_run").sync_detailed("long", client=client, body=body), "Run"
+    )
+    said = transcript(LONG)
+    assert [(m.role, m.content) for m in run.messages] == said and run.message_count == len(said)
+    ids = {"client": client, "session_id": run.session_id}
+    timeline = ok(
+        module(f"{agents}.get_agent_run_checkpoints").sync_detailed("long", run.run_id, **ids),
+        "Timeline",
+    )
+    assert [c.message_index for c in timeline.checkpoints] == checkpoint_indexes(len(said))
+    snapshot = module(f"{agents}.get_agent_run_checkpoint_snapshot")
+    for at in (63, 65, 101, 127, 129, len(said)):  # in and at the edges of packs
+        got = ok(snapshot.sync_detailed("long", run.run_id, at, **ids), "Snapshot")
+        assert got.checkpoint.message_index == at
+        assert [m.id for m in got.snapshot.messages] == [m.id for m in run.messages[:at]]
+
+    # the generated operation parses an event stream as one JSON document (docs/http.md):
+    # read through its own HTTP client, as its users must
+    http, events = client.get_httpx_client(), f"/agents/long/runs/{run.run_id}/events"
+    session = {"session_id": run.session_id}
+    whole = sse(http.get(events, params=session).content)
+    assert [name for _, name, _ in whole][-1] == "RunCompleted"
+    results = [d["tool"]["result"] for _, name, d in whole if name == "ToolCallCompleted"]
+    assert results == [f"{SAID}t"] * asked(LONG)
+    middle = whole[len(whole) // 2][0]  # a reconnecting client's last id
+    rest = sse(http.get(events, params=session | {"after": middle}).content)
+    assert rest == whole[len(whole) // 2 + 1 :]
+
+    at = 2 * WINDOW - 27  # a checkpoint inside the second window, packed
+    body = models.ContinueRunRequest(
+        session_id=run.session_id, continue_from=at, input_="1 more", stream=False
+    )
+    continued = ok(
+        module(f"{agents}.continue_agent_run").sync_detailed(
+            "long", run.run_id, client=client, body=body
+        ),
+        "Run",
+    )
+    assert [m.id for m in continued.messages[:at]] == [m.id for m in run.messages[:at]]
+    assert {m.id for m in continued.messages[at:]}.isdisjoint(m.id for m in run.messages)
+    assert [(m.role, m.content) for m in continued.messages[at:]] == [
+        ("user", "1 more"),
+        *transcript("1 more")[1:],
+    ]
+
+    session_runs = module("api.sessions.get_session_runs")
+    source = [(r.run_id, len(r.messages)) for r in session_runs.sync(run.session_id, client=client)]
+    forked = ok(
+        module(f"{agents}.fork_agent_session").sync_detailed("long", run.session_id, client=client),
+        "ForkedSession",
+    )
+    copied = session_runs.sync(forked.session_id, client=client)
+    assert [len(r.messages) for r in copied] == [n for _, n in source]
+    assert [(m.role, m.content) for m in copied[0].messages] == said
+    checkpoints = "api.session_checkpoints"
+    envelope = ok(
+        module(f"{checkpoints}.create_session_checkpoint").sync_detailed(
+            run.session_id, client=client, body=models.CreateSessionCheckpointRequest(label="long")
+        ),
+        "SessionCheckpointEnvelope",
+    )
+    forks = ok(
+        module(f"{checkpoints}.fork_session_at_checkpoint").sync_detailed(
+            run.session_id,
+            client=client,
+            body=models.ForkSessionRequest(
+                from_checkpoint_id=envelope.checkpoint.checkpoint_id, count=1
+            ),
+        ),
+        "SessionForks",
+    )
+    (fork,) = forks.sessions
+    copied = session_runs.sync(fork.session_id, client=client)
+    assert [len(r.messages) for r in copied] == [n for _, n in source]
+    assert [(m.role, m.content) for m in copied[0].messages] == said
+
+
+def sse(stream: bytes) -> list[tuple[str, str, Any]]:
+    """A Server-Sent Events stream's (id, event, data decoded) of each event."""
+    found = []
+    for block in stream.decode().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "event" in fields:
+            found.append((fields.get("id", ""), fields["event"], json.loads(fields["data"])))
+    return found

@@ -22,7 +22,7 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from functools import partial
 from pathlib import Path
 
@@ -42,19 +42,6 @@ CITIES = "Paris Tokyo"
 DOWN_SECONDS = 2.0
 
 pytestmark = pytest.mark.skipif(not postgres.available(), reason="PostgreSQL is not installed")
-
-
-@pytest.fixture
-def pg() -> Iterator[postgres.TemporaryServer]:
-    """A server of the test's own: it is stopped and started again."""
-    bin_dir = postgres.binaries()
-    assert bin_dir is not None
-    server = postgres.TemporaryServer(bin_dir)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def started(database: str, counter: Path) -> Server:
@@ -196,6 +183,9 @@ class CuttingProxy:
         self.lock = threading.Lock()
         self.flowing = threading.Event()
         self.flowing.set()
+        # cleared: what PostgreSQL answers is held (a commit done, its answer not yet back)
+        self.answering = threading.Event()
+        self.answering.set()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -204,16 +194,26 @@ class CuttingProxy:
                 client, _ = self.listener.accept()
             except OSError:
                 return
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            except OSError:  # PostgreSQL is down: refused, as it would be without the proxy
+                client.close()
+                continue
             with self.lock:
                 self.pairs.append((client, upstream))
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, gates in (
+                (client, upstream, (self.flowing,)),
+                (upstream, client, (self.flowing, self.answering)),
+            ):
+                threading.Thread(target=self._pipe, args=(a, b, gates), daemon=True).start()
 
-    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+    def _pipe(
+        self, source: socket.socket, sink: socket.socket, gates: tuple[threading.Event, ...]
+    ) -> None:
         try:
             while data := source.recv(65536):
-                self.flowing.wait()
+                for gate in gates:
+                    gate.wait()
                 sink.sendall(data)
         except OSError:
             pass

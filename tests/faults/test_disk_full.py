@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import subprocess
 from collections import Counter
@@ -23,11 +24,15 @@ from asgi_lifespan import LifespanManager
 from prometheus_client.parser import text_string_to_metric_families
 
 from runpoint.adapters.litestar import create_app
+from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.scripted import ScriptedModel
+from runpoint.plugins.sql import packs
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.crew import Crew
 from tests.faults.app import booked, count, plan
+from tests.long_runs import AGENT, assert_read_back, packed, transcript
+from tests.storage.test_lean_events import Handed
 
 REQUIRE_ENV = "RUNPOINT_REQUIRE_MOUNT"
 SIZE = "4m"
@@ -191,3 +196,54 @@ async def test_a_team_run_outlives_a_full_disk_in_its_members_tool_batch(
         results = Counter(m["tool_call_id"] for m in messages if m["role"] == "tool")
         assert set(results.values()) == {1}
     assert len([m for m in member["messages"] if m["role"] == "tool"]) == 3
+
+
+async def test_a_packing_that_meets_a_full_disk_leaves_its_rows_and_the_run_goes_on(
+    small_disk: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk fills as the run's first window is packed, after the save that completed
+    it (the window's rows deleted, the pack not yet written): the packing is given up,
+    the rows stay as they were, and the run's next save waits for room as any does; once
+    there is room the run completes, the window is packed at its next save, and all
+    reads back exactly."""
+    database = f"sqlite:///{small_disk / 'runpoint.db'}"
+    filled: list[Path] = []
+    insert = packs._insert
+
+    async def fill_then_insert(*args: Any) -> None:  # the window's rows deleted already
+        if not filled:
+            filled.append(fill(small_disk))
+        await insert(*args)
+
+    monkeypatch.setattr(packs, "_insert", fill_then_insert)
+    caplog.set_level(logging.INFO, logger=packs.log.name)
+    storage = Handed(database)
+    runs, session = "/agents/long/runs", {"session_id": "long"}
+    async with client_on(small_disk, [AGENT], storage=storage, lease_seconds=30) as client:
+        form = {"message": "go", "stream": "false", **session}
+        running = asyncio.create_task(client.post(runs, data=form))
+        async with asyncio.timeout(30):  # the save after the packing waits for room
+            while not failures((await client.get("/metrics")).text).get("full"):  # noqa: ASYNC110 (polls the server)
+                await asyncio.sleep(0.05)
+        (told,) = [r for r in caplog.records if "left unpacked" in r.getMessage()]
+        assert "disk is full" in told.getMessage() and told.levelname == "INFO"
+        run_id = str(told.args[0])  # type: ignore[index]
+        await assert_unready(client, 1)
+        assert not running.done()
+        # reads go on, the window left unpacked among them
+        got = await client.get(f"{runs}/{run_id}", params=session)
+        assert got.status_code == 200 and got.json()["status"] == "RUNNING"
+        so_far = [(m["role"], m["content"]) for m in got.json()["messages"]]
+        assert len(so_far) > packs.WINDOW and so_far == transcript("go")[: len(so_far)]
+        assert all(n == 1 for _, n in await packed(database, "messages", run_id))
+        filled[0].unlink()
+        answer = await running
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "COMPLETED"
+    count = len(transcript("go"))
+    assert await packed(database, "messages", run_id) == [
+        (0, packs.WINDOW),
+        (packs.WINDOW, count - packs.WINDOW),
+    ]
+    async with Runpoint([AGENT], database=database) as rp:  # nothing kept opened
+        await assert_read_back(rp, run_id, "go", storage.handed)

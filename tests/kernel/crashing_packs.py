@@ -1,6 +1,6 @@
 """A long run that stops around packing (plugins/sql/packs.py): `python -m
-tests.kernel.crashing_packs DB WHERE [AGENT_ID FROM]` runs `AGENT` (or `PAUSING`), whose
-run crosses several windows, and stops when the first window from message FROM on (0 by
+tests.kernel.crashing_packs DB WHERE [AGENT_ID FROM]` runs `long_runs.AGENT` (or
+`PAUSING`) on its input `SAID`, a run that crosses several windows, and stops when the first window from message FROM on (0 by
 default) that a save completed, or left half full as its run paused, is to be packed in a
 write of its own:
 - `before`: after the save committed, before its packing began;
@@ -23,12 +23,11 @@ from runpoint.core.types import Run
 from runpoint.facade import CreateRun, Runpoint
 from runpoint.plugins.sql import packs
 from runpoint.plugins.sql.schema import messages
-from tests.storage.test_packs import long_agent
+from tests.long_runs import AGENT, PAUSING
 
 TURNS = 80  # 162 messages: windows complete at 64 and 128, and [128, 162) half full at the end
-AGENT = long_agent(TURNS)
 PAUSE_AT = 48  # PAUSING's run pauses with 98 messages: [64, 98) half full
-PAUSING = long_agent(TURNS, pause_at=PAUSE_AT)
+SAID = {AGENT.id: f"{TURNS}", PAUSING.id: f"{TURNS} {PAUSE_AT}"}  # its input
 LEASE_SECONDS = 1.0  # short, so the parent need not wait long for the lease to run out
 WHERE, HELD, RUN, FROM = "before", False, AGENT.id, 0  # what the command line says
 
@@ -66,7 +65,7 @@ async def main(database: str) -> None:
     packs.pack_settled, packs._pack = stopping_pack_settled, stopping_pack
     agents = [AGENT, PAUSING]
     async with Runpoint(agents, database=database, lease_seconds=LEASE_SECONDS) as rp:
-        await (await rp.create_run(CreateRun(agent_id=RUN, message="go"))).result()
+        await (await rp.create_run(CreateRun(agent_id=RUN, message=SAID[RUN]))).result()
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from runpoint.seams.host import PluginHost
 from tests.kernel import crashing_packs
 from tests.kernel.crashing_packs import AGENT, PAUSING
 from tests.kernel.crashing_session import frozen, kill_frozen
-from tests.storage.test_packs import packed
+from tests.long_runs import packed
 
 pytestmark = pytest.mark.usefixtures("database")
 COUNT = 2 + 2 * crashing_packs.TURNS
@@ -70,7 +70,8 @@ async def read(rp: Runpoint, run: Run) -> Read:
 
 async def started(rp: Runpoint, agent: Agent = AGENT) -> Run:
     """A run of `agent`'s script, until it ends or pauses."""
-    return await (await rp.create_run(CreateRun(agent_id=agent.id, message="go"))).result()
+    said = crashing_packs.SAID[agent.id]
+    return await (await rp.create_run(CreateRun(agent_id=agent.id, message=said))).result()
 
 
 async def uninterrupted(rp: Runpoint) -> Read:

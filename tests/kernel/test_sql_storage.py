@@ -332,8 +332,8 @@ async def test_sqlite_a_lone_boundary_or_append_is_one_trip_to_its_thread(
     storage: SqlStorage, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Statements and their transaction's BEGIN and COMMIT go to SQLite's thread together
-    (`plugins/sql/sqlite_groups.py`): a trip a write, and one to give its connection back."""
-    _, run = await build.started(storage, build.messages(1))
+    (`plugins/sql/sqlite_groups.py`): a trip a write, a birth's included, and none to give
+    its connection back (a ROLLBACK of nothing: `one_hop`)."""
     trips: list[str] = []
     execute = aiosqlite.Connection._execute
 
@@ -343,18 +343,37 @@ async def test_sqlite_a_lone_boundary_or_append_is_one_trip_to_its_thread(
 
     monkeypatch.setattr(aiosqlite.Connection, "_execute", counted)
     writes = count_writes(storage)
+    _, run = await build.started(storage, build.messages(1))
+    assert (len(trips), writes) == (1, ["BEGIN IMMEDIATE"])
     mark = build.checkpoint(run, 3)
     await build.append(storage, run, build.messages(2, "more"), mark)
-    # the write, then its connection given back to the pool (a ROLLBACK of nothing)
-    assert (len(trips), writes) == (2, ["BEGIN IMMEDIATE"])
+    assert (len(trips), writes) == (2, ["BEGIN IMMEDIATE"] * 2)
     assert await storage.append_events(run, events(run, 1, 3))
-    assert (len(trips), writes) == (4, ["BEGIN IMMEDIATE"] * 2)
+    assert (len(trips), writes) == (3, ["BEGIN IMMEDIATE"] * 3)
 
     assert await build.transcript(storage, run) == build.messages(1) + build.messages(2, "more")
     assert [c.checkpoint_id for c in await storage.list_checkpoints(run.segments)] == [
         mark.checkpoint_id
     ]
     assert await storage.read_events(run, 0, 10) == events(run, 1, 3)
+
+
+@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
+async def test_sqlite_a_connection_given_back_in_a_transaction_is_rolled_back(
+    storage: SqlStorage,
+) -> None:
+    """The rollback a connection goes back to the pool with is skipped only when SQLite
+    has no transaction open: what one left open is taken back, and the next write begins
+    its own."""
+    assert isinstance(storage.db, Sqlite)
+    async with storage.db.engine.connect() as conn:
+        await conn.exec_driver_sql("BEGIN IMMEDIATE")
+        await conn.exec_driver_sql("INSERT INTO secrets (name, value) VALUES ('left', x'00')")
+    _, run = await build.started(storage, build.messages(1))  # would fail inside it
+    assert await build.transcript(storage, run) == build.messages(1)
+    async with storage.db.engine.connect() as conn:
+        found = await conn.exec_driver_sql("SELECT count(*) FROM secrets WHERE name = 'left'")
+        assert found.scalar() == 0
 
 
 class HeldWrite:

@@ -17,72 +17,20 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from runpoint.core.errors import Unreadable
 from runpoint.core.keyring import Keyring
-from runpoint.core.types import Run, RunStatus, Segment, ToolCall
+from runpoint.core.types import RunStatus, Segment, ToolCall
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql import packs
 from runpoint.plugins.sql.packs import WINDOW
-from runpoint.seams.agent import Agent, tool
+from runpoint.seams.agent import Agent
 from runpoint.seams.model import ModelRequest, ModelResponse
 from runpoint.seams.retention import Retention
 from runpoint.seams.storage import Encrypted
+from tests.long_runs import AGENT, SAID, TURNS, a_long_run, look, packed
 from tests.storage.test_encryption import async_url, holds, stored_bytes, swap
 from tests.storage.test_lean_events import Handed
 
 pytestmark = pytest.mark.usefixtures("database")
-TURNS = 47  # tool batches: 96 messages
-SAID = "A-RESULT-NOBODY-MAY-READ "
-
-
-@tool(effect="read")
-async def look(topic: str) -> str:
-    """Look a topic up."""
-    return f"{SAID}{topic}"
-
-
-@tool(requires_confirmation=True)
-async def ask(topic: str) -> str:
-    """Ask a person about a topic."""
-    return f"asked about {topic}"
-
-
-def long_agent(turns: int, pause_at: int | None = None) -> Agent:
-    """An agent that looks a topic up `turns` times after each user message (a tool batch
-    and a checkpoint a turn: two messages), then answers; with `pause_at`, the call of that
-    turn is one a person must confirm (its run pauses there)."""
-
-    def respond(request: ModelRequest) -> ModelResponse:
-        turn = turns_since_user(request.messages)
-        if turn == turns:
-            return ModelResponse(content="done")
-        name = "ask" if turn == pause_at else "look"
-        call = ToolCall(call_id(request, 0), name, {"topic": "t"})
-        return ModelResponse(content=f"turn {turn}", tool_calls=[call])
-
-    name = "long" if pause_at is None else "pausing"
-    return Agent(id=name, model=ScriptedModel(respond), tools=[look, ask], max_turns=turns + 1)
-
-
-AGENT = long_agent(TURNS)
-
-
-async def a_long_run(rp: Runpoint, message: str = "go") -> Run:
-    run = await (await rp.create_run(CreateRun(agent_id="long", message=message))).result()
-    assert run.status is RunStatus.COMPLETED and run.message_count == 2 + 2 * TURNS
-    return run
-
-
-async def packed(database: str, table: str, run_id: str) -> list[tuple[int, int]]:
-    """The (first index, n) of the run's rows of `table`."""
-    key = "idx" if table == "messages" else "message_index"
-    engine = create_async_engine(async_url(database))
-    async with engine.connect() as conn:
-        rows = await conn.execute(
-            text(f"SELECT {key}, n FROM {table} WHERE run_id = :r ORDER BY {key}"), {"r": run_id}
-        )
-        found = [(int(i), int(n)) for i, n in rows]
-    await engine.dispose()
-    return found
 
 
 @pytest.mark.parametrize("sealed", [False, True], ids=["clear", "sealed"])
