@@ -1,8 +1,8 @@
 """A long run that stops around packing (plugins/sql/packs.py): `python -m
 tests.kernel.crashing_packs DB WHERE [AGENT_ID FROM]` runs `long_runs.AGENT` (or
-`PAUSING`) on its input `SAID`, a run that crosses several windows, and stops when the first window from message FROM on (0 by
-default) that a save completed, or left half full as its run paused, is to be packed in a
-write of its own:
+`PAUSING`) on its input `SAID`, a run that crosses several windows, and stops when the
+first window from message FROM on (0 by default) that a save completed, or left half full
+as its run paused, is to be packed in a write of its own:
 - `before`: after the save committed, before its packing began;
 - `during`: inside the packing's transaction, the window's messages packed, its
   checkpoints not yet, nothing committed;

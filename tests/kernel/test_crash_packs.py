@@ -25,9 +25,8 @@ from runpoint.plugins.sql.packs import WINDOW
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
 from tests.kernel import crashing_packs
-from tests.kernel.crashing_packs import AGENT, PAUSING
 from tests.kernel.crashing_session import frozen, kill_frozen
-from tests.long_runs import packed
+from tests.long_runs import AGENT, PAUSING, packed
 
 pytestmark = pytest.mark.usefixtures("database")
 COUNT = 2 + 2 * crashing_packs.TURNS
