@@ -1,8 +1,8 @@
 """A scripted agent whose runs are long enough to be packed (plugins/sql/packs.py): a tool
 batch a turn, as many turns as its input's first word says if a number (else TURNS), then
 "done"; and one (PAUSING) whose call of the turn its input's second word says is one a
-person must confirm. What such a run must read back as (`transcript`, `checkpoint_indexes`), and the
-(first index, n) of its rows as stored (`packed`).
+person must confirm. What such a run must read back as (`transcript`,
+`checkpoint_indexes`), and the (first index, n) of its rows as stored (`packed`).
 
 Served by `runpoint serve --app tests.long_runs:agents` for the users' clients."""
 
