@@ -31,6 +31,8 @@ from tests.long_runs import AGENT, PAUSING, packed
 pytestmark = pytest.mark.usefixtures("database")
 COUNT = 2 + 2 * crashing_packs.TURNS
 PAUSED_AT = 2 + 2 * crashing_packs.PAUSE_AT
+# a run's messages as stored, every window packed: [128, 162), half full, as the run ended
+PACKED = [(0, WINDOW), (WINDOW, WINDOW), (2 * WINDOW, COUNT - 2 * WINDOW)]
 
 
 def transcript(messages: list[Message]) -> list[Message]:
@@ -123,10 +125,7 @@ async def test_a_run_killed_around_its_packing_resumes_and_reads_back_whole(
     async with Runpoint([AGENT], database=database) as rp:  # nothing kept
         whole(await read(rp, run), await uninterrupted(rp))
         # the later windows were packed, the interrupted one not (its rows read the same)
-        assert (await packed(database, "messages", run_id))[WINDOW:] == [
-            (WINDOW, WINDOW),
-            (2 * WINDOW, COUNT - 2 * WINDOW),
-        ]
+        assert (await packed(database, "messages", run_id))[WINDOW:] == PACKED[1:]
         expected = (await rp.get_run(run_id)).messages
         for at in (31, WINDOW + 33):  # a checkpoint among rows, and one in a pack
             go_on = ContinueRun(run_id=run_id, continue_from=at, fork=True)
@@ -181,11 +180,7 @@ async def test_a_stale_process_packs_after_its_run_was_taken_over_without_harm(
         whole(got, await uninterrupted(rp))
         assert (await rp.get_run(run_id)).run.status is RunStatus.COMPLETED
     # every window packed: the stale process's the first
-    assert await packed(database, "messages", run_id) == [
-        (0, WINDOW),
-        (WINDOW, WINDOW),
-        (2 * WINDOW, COUNT - 2 * WINDOW),
-    ]
+    assert await packed(database, "messages", run_id) == PACKED
 
 
 async def confirmed(rp: Runpoint, paused: Run) -> Run:
@@ -223,3 +218,20 @@ async def test_a_process_stalled_in_its_packing_holds_up_no_other_writer(
     async with Runpoint([PAUSING], database=database) as rp:
         got = await read(rp, run)
         whole(got, await read(rp, await confirmed(rp, await started(rp, PAUSING))))
+
+
+async def test_a_run_killed_packing_the_window_it_paused_in_packs_it_when_resumed(
+    database: str,
+) -> None:
+    """The last window of a paused run, half full, is packed after its last save; killed
+    there, the window stays rows until the run, resumed in another process, completes it."""
+    [run_id] = await kill_frozen(
+        "tests.kernel.crashing_packs", database, "during", PAUSING.id, str(WINDOW)
+    )
+    assert (await packed(database, "messages", run_id))[1:] == [
+        (i, 1) for i in range(WINDOW, PAUSED_AT)
+    ]
+    async with Runpoint([PAUSING], database=database) as rp:
+        run = await confirmed(rp, (await rp.get_run(run_id)).run)
+        whole(await read(rp, run), await read(rp, await confirmed(rp, await started(rp, PAUSING))))
+    assert await packed(database, "messages", run_id) == PACKED
