@@ -1,7 +1,8 @@
 """A scripted agent whose runs are long enough to be packed (plugins/sql/packs.py): a tool
 batch a turn, as many turns as its input's first word says if a number (else TURNS), then
-"done". What such a run must read back as (`transcript`, `checkpoint_indexes`), and the
-(first index, n) of its rows as stored (`packed`).
+"done"; and one (PAUSING) whose call of the turn its input's second word says is one a
+person must confirm. What such a run must read back as (`transcript`,
+`checkpoint_indexes`), and the (first index, n) of its rows as stored (`packed`).
 
 Served by `runpoint serve --app tests.long_runs:agents` for the users' clients."""
 
@@ -34,17 +35,25 @@ def asked(said: str) -> int:
     return int(first) if first.isdigit() else TURNS
 
 
+@tool(requires_confirmation=True)
+async def ask(topic: str) -> str:
+    """Ask a person about a topic."""
+    return f"asked about {topic}"
+
+
 def respond(request: ModelRequest) -> ModelResponse:
     turn = turns_since_user(request.messages)
     said = next(m.content or "" for m in reversed(request.messages) if m.role == "user")
     if turn >= asked(said):
         return ModelResponse(content="done")
+    name = "ask" if said.split()[1:2] == [str(turn)] else "look"
     return ModelResponse(
-        content=f"turn {turn}", tool_calls=[ToolCall(call_id(request, 0), "look", {"topic": "t"})]
+        content=f"turn {turn}", tool_calls=[ToolCall(call_id(request, 0), name, {"topic": "t"})]
     )
 
 
 AGENT = Agent(id="long", model=ScriptedModel(respond), tools=[look], max_turns=500)
+PAUSING = Agent(id="pausing", model=ScriptedModel(respond), tools=[look, ask], max_turns=500)
 agents = [AGENT]
 
 

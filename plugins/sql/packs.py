@@ -40,7 +40,7 @@ from sqlalchemy import (
     or_,
     select,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.sealing import Codec
@@ -51,6 +51,7 @@ from runpoint.plugins.sql.schema import checkpoints, messages
 
 log = logging.getLogger("runpoint.storage")
 WINDOW = 64  # message indexes: no pack spans a multiple of it
+_LOCK_NOT_AVAILABLE = "55P03"  # PostgreSQL's SQLSTATE for a NOWAIT lock refused
 PACK_BYTES = 24 * 1024  # a pack's documents at most: a larger one stays a row of its own
 
 Range = tuple[str, int, int]  # run_id, lo, hi
@@ -288,13 +289,22 @@ async def _pack(
     rows, each under PACK_BYTES, in packs up to it."""
     t, key = _table(table)
     inside = and_(key >= lo, key < hi) if t is messages else and_(key > lo, key <= hi)
-    rows = (
-        await conn.execute(
-            select(t.c.run_id, key, t.c.data, t.c.n, t.c.event_seq)
-            .where(t.c.run_id == run.run_id, inside)
-            .order_by(key)
-        )
-    ).all()
+    # The rows are taken at once or not at all (PostgreSQL; SQLite has one writer): those
+    # another transaction holds (a stale process's packing of this window, stalled by
+    # SIGSTOP or a lost network) would hold this run up until the statement timeout.
+    read = select(t.c.run_id, key, t.c.data, t.c.n, t.c.event_seq)
+    try:
+        rows = (
+            await conn.execute(
+                read.where(t.c.run_id == run.run_id, inside)
+                .order_by(key)
+                .with_for_update(nowait=True)
+            )
+        ).all()
+    except DBAPIError as exc:
+        if getattr(exc.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
+            raise
+        raise _Moved(f"{table} of run {run.run_id} from {lo}: another writer holds them") from exc
     for group in (part for part in _parts(rows) if len(part) > 1):
         documents = codec.open_rows(table, "data", group, 2)
         found = [
@@ -404,7 +414,8 @@ def _message_pack(documents: Iterable[bytes]) -> bytes:
 
 
 class _Moved(Exception):
-    """Rows being packed went meanwhile: the packing is given up."""
+    """Rows being packed went meanwhile, or another writer holds them: the packing is
+    given up."""
 
 
 def _parts(rows: Sequence[T]) -> list[list[T]]:

@@ -58,18 +58,29 @@ async def kill(database: str, root: Path, session_id: str, *operation: str) -> N
     await kill_frozen("tests.kernel.crashing_session", database, str(root), session_id, *operation)
 
 
-async def kill_frozen(module: str, *args: str) -> None:
-    """Run `python -m module args...` and SIGKILL it once it printed `frozen`."""
+async def kill_frozen(module: str, *args: str) -> list[str]:
+    """Run `python -m module args...` and SIGKILL it once it printed `frozen`: what it
+    printed after that word."""
+    child, said = await frozen(module, *args)
+    child.kill()  # SIGKILL: no cleanup, no last write
+    await child.wait()
+    return said
+
+
+async def frozen(module: str, *args: str) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """Run `python -m module args...` (its stdin and stdout piped) until it prints a line
+    `frozen ...`: the process, and the words after `frozen`."""
     child = await asyncio.create_subprocess_exec(
         *(sys.executable, "-m", module, *args),
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         cwd=Path(__file__).parents[2],
     )
     assert child.stdout is not None
     async with asyncio.timeout(60):
-        assert (await child.stdout.readline()).decode().strip() == "frozen"
-    child.kill()  # SIGKILL: no cleanup, no last write
-    await child.wait()
+        word, *said = (await child.stdout.readline()).decode().split() or [""]
+    assert word == "frozen", (word, said)
+    return child, said
 
 
 async def main(database: str, root: str, session_id: str, operation: str, *args: str) -> None:
