@@ -139,9 +139,9 @@ def test_a_history_encoded_once_an_execution_sends_the_bytes_of_the_whole(
     )
 
 
-async def test_one_sdk_client_serves_every_run_of_a_model_string(
-    api: Api, monkeypatch: pytest.MonkeyPatch, open_runpoint: OpenRunpoint
-) -> None:
+@pytest.fixture
+def made(api: Api, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The SDK clients the API's model class makes, as it makes them."""
     made: list[object] = []
     make_client = api.model_class._make_client
 
@@ -150,6 +150,12 @@ async def test_one_sdk_client_serves_every_run_of_a_model_string(
         return client
 
     monkeypatch.setattr(api.model_class, "_make_client", counted)
+    return made
+
+
+async def test_one_sdk_client_serves_every_run_of_a_model_string(
+    api: Api, made: list[object], open_runpoint: OpenRunpoint
+) -> None:
     runpoint = await open_runpoint([travel_agent(api.spec)])
     api.server.play(Turn("One."), Turn("Two."), Turn("Three."))
 
@@ -168,19 +174,11 @@ async def test_one_sdk_client_serves_every_run_of_a_model_string(
 
 
 async def test_each_event_loop_a_model_serves_has_a_client_of_its_own(
-    api: Api, monkeypatch: pytest.MonkeyPatch
+    api: Api, made: list[object]
 ) -> None:
     """The SDK's aiohttp connections belong to the event loop that made them: a model used
     in a second loop (another server in the same process) makes a client there, and the
     first loop's client goes on serving the first."""
-    made: list[object] = []
-    make_client = api.model_class._make_client
-
-    def counted(self: Any, **options: Any) -> object:
-        made.append(client := make_client(self, **options))
-        return client
-
-    monkeypatch.setattr(api.model_class, "_make_client", counted)
     model = api.model()
     api.server.play(Turn("Un."), Turn("Deux."), Turn("Trois."))
     request = ModelRequest(None, HISTORY, [], watched=False)
