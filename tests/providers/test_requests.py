@@ -8,6 +8,7 @@ vendor call."""
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import pytest
@@ -194,6 +195,23 @@ async def test_each_event_loop_a_model_serves_has_a_client_of_its_own(
     again = await turn()
     assert [first, elsewhere, again] == ["Un.", "Deux.", "Trois."]
     assert len(made) == 2
+
+
+async def test_a_model_let_go_closes_its_client(api: Api) -> None:
+    """A model nobody closes (the host keeps MODELS_KEPT and lets older ones go) closes its
+    client once it is collected, rather than leave aiohttp to log it as unclosed."""
+    model = api.model()
+    api.made.clear()  # this test holds the only reference
+    api.server.play(Turn("Un."))
+    [*_, response] = [c async for c in model.stream(ModelRequest(None, HISTORY, []))]
+    client = model.client()
+    assert isinstance(response, ModelResponse) and not client.is_closed()
+
+    del model
+    gc.collect()
+    for _ in range(3):  # the close is scheduled on the loop, then awaits the session's
+        await asyncio.sleep(0)
+    assert client.is_closed()
 
 
 async def test_a_server_closes_its_models_clients(api: Api, open_runpoint: OpenRunpoint) -> None:
