@@ -50,7 +50,7 @@ class Database(abc.ABC):
         # runs whose last save failed with its outcome unknown (a connection cut at its
         # commit may have written it): run id -> the revision it was saved at
         self.unsure: dict[str, int] = {}
-        # runs in flight whose packing failed: run id -> where it began (packs.pack_settled)
+        # runs in flight whose packing failed: run id -> where it began (packing.pack_settled)
         self.unpacked: dict[str, int] = {}
 
     async def open(self) -> None:

@@ -8,7 +8,7 @@ from sqlalchemy import ColumnElement, Table, and_, delete, func, not_, or_, sele
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.sealing import Codec
-from runpoint.plugins.sql import packs
+from runpoint.plugins.sql import packing
 from runpoint.plugins.sql.schema import (
     approvals,
     checkpoints,
@@ -60,8 +60,8 @@ async def erase(
         def read_checkpoint(i: int, ranges: list[tuple[int, int]] = ranges) -> bool:
             return any(lo < i <= hi for lo, hi in ranges)
 
-        count, size = await packs.thin(conn, codec, messages.name, source, read_message)
-        marks, more = await packs.thin(conn, codec, checkpoints.name, source, read_checkpoint)
+        count, size = await packing.thin(conn, codec, messages.name, source, read_message)
+        marks, more = await packing.thin(conn, codec, checkpoints.name, source, read_checkpoint)
         removed += Removed(messages=count, checkpoints=marks, size=size + more)
         m, c = messages.c, checkpoints.c
         removed += await _delete_rows(

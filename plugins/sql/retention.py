@@ -9,7 +9,7 @@ from sqlalchemy import bindparam, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import Run
-from runpoint.plugins.sql import packs, team_keys
+from runpoint.plugins.sql import packing, team_keys
 from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.erase import (
     captures,
@@ -93,7 +93,7 @@ class SqlRetention:
                 return removed
             # as a fork of the run holds it: none is born between reading and deleting
             await lock_session(self.db, conn, found.session_id)
-            marks = [f.index for f in await packs.run_checkpoints(conn, self.db.codec, run_id)]
+            marks = [f.index for f in await packing.run_checkpoints(conn, self.db.codec, run_id)]
             read = (await read_ranges(conn, [run_id])).get(run_id, [])
             kept = set(marks[-max(keep, 1) :])  # the end is the last
             doomed = [
@@ -101,7 +101,7 @@ class SqlRetention:
             ]
             if doomed:
                 await inline_checkpoints(conn, self.db.codec, run_id, team, doomed)
-                removed.checkpoints, removed.size = await packs.delete_checkpoints(
+                removed.checkpoints, removed.size = await packing.delete_checkpoints(
                     conn, self.db.codec, run_id, doomed
                 )
         return removed

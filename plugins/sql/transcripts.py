@@ -23,7 +23,7 @@ from runpoint.core.types import (
     RunEvent,
     Segment,
 )
-from runpoint.plugins.sql import packs, team_keys
+from runpoint.plugins.sql import packing, packs, team_keys
 from runpoint.plugins.sql.database import NO_END, Database, Save
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.events import Written, event_rows
@@ -71,7 +71,7 @@ def encoded_save(
     run_id, team = run.run_id, run.team_id
     seal = functools.partial(codec.seal, team=team)
     mark = None if checkpoint is None else (checkpoint.message_index, document(checkpoint))
-    rows = packs.packed_rows(run, [(i, m.role, document(m)) for i, m in indexed])
+    rows = packing.packed_rows(run, [(i, m.role, document(m)) for i, m in indexed])
     return Save(
         run,
         state_document(run, codec),
@@ -133,7 +133,7 @@ class SqlTranscripts:
                 await record_answer(conn, answering)
                 saved(run, await self.db.write_save(conn, written))
         first = written.messages[0][0] if written.messages else run.message_count
-        await packs.pack_settled(self.db, run, first)
+        await packing.pack_settled(self.db, run, first)
 
     async def _landed(self, written: Save) -> bool | None:
         """The run's `cancel_requested` if the save that failed before this one (its answer

@@ -27,7 +27,7 @@ from runpoint.adapters.litestar import create_app
 from runpoint.facade import Runpoint
 from runpoint.plugins.demo import agents
 from runpoint.plugins.scripted import ScriptedModel
-from runpoint.plugins.sql import packs
+from runpoint.plugins.sql import packing, packs
 from runpoint.seams.agent import Agent, tool
 from runpoint.seams.crew import Crew
 from tests.faults.app import booked, count, plan
@@ -208,15 +208,15 @@ async def test_a_packing_that_meets_a_full_disk_leaves_its_rows_and_the_run_goes
     reads back exactly."""
     database = f"sqlite:///{small_disk / 'runpoint.db'}"
     filled: list[Path] = []
-    insert = packs._insert
+    insert = packing._insert
 
     async def fill_then_insert(*args: Any) -> None:  # the window's rows deleted already
         if not filled:
             filled.append(fill(small_disk))
         await insert(*args)
 
-    monkeypatch.setattr(packs, "_insert", fill_then_insert)
-    caplog.set_level(logging.INFO, logger=packs.log.name)
+    monkeypatch.setattr(packing, "_insert", fill_then_insert)
+    caplog.set_level(logging.INFO, logger=packing.log.name)
     storage = Handed(database)
     runs, session = "/agents/long/runs", {"session_id": "long"}
     async with client_on(small_disk, [AGENT], storage=storage, lease_seconds=30) as client:

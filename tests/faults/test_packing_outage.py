@@ -21,7 +21,7 @@ import pytest
 
 from runpoint.core.types import Run
 from runpoint.facade import Runpoint
-from runpoint.plugins.sql import packs
+from runpoint.plugins.sql import packing, packs
 from tests import postgres
 from tests.faults.test_database_outage import DOWN_SECONDS, LEASE_SECONDS, CuttingProxy
 from tests.long_runs import AGENT, a_long_run, assert_read_back, packed, transcript
@@ -105,15 +105,15 @@ async def test_a_long_run_outlives_an_outage_as_its_window_is_settled(
 ) -> None:
     proxy = CuttingProxy(pg.port)
     outage = Outage(pg, proxy, kind)
-    insert = packs._insert
+    insert = packing._insert
 
     async def inserted_after_the_outage(*args: Any) -> None:  # the rows deleted already
         if at == "packing" and not outage.fired:
             await outage.landed()
         await insert(*args)
 
-    monkeypatch.setattr(packs, "_insert", inserted_after_the_outage)
-    caplog.set_level(logging.INFO, logger=packs.log.name)
+    monkeypatch.setattr(packing, "_insert", inserted_after_the_outage)
+    caplog.set_level(logging.INFO, logger=packing.log.name)
     through = pg.url.replace(f":{pg.port}/", f":{proxy.port}/")
     storage = Faulted(through, outage, at, pg.url)
     try:

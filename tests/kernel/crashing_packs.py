@@ -21,7 +21,7 @@ from typing import Any
 
 from runpoint.core.types import Run
 from runpoint.facade import CreateRun, Runpoint
-from runpoint.plugins.sql import packs
+from runpoint.plugins.sql import packing
 from runpoint.plugins.sql.schema import messages
 from tests.long_runs import AGENT, PAUSING
 
@@ -43,12 +43,12 @@ def stop(run: Run) -> None:
         time.sleep(600)  # the parent kills us here
 
 
-pack_settled, pack = packs.pack_settled, packs._pack
+pack_settled, pack = packing.pack_settled, packing._pack
 stopped: list[str] = []  # once: the first window's
 
 
 async def stopping_pack_settled(db: Any, run: Run, first: int) -> None:
-    if WHERE == "before" and any(FROM <= lo < first for lo, _ in packs.windows(run, first)):
+    if WHERE == "before" and any(FROM <= lo < first for lo, _ in packing.windows(run, first)):
         stop(run)
     await pack_settled(db, run, first)
     if HELD and stopped == [run.run_id]:
@@ -62,7 +62,7 @@ async def stopping_pack(conn: Any, codec: Any, run: Run, table: str, lo: int, hi
 
 
 async def main(database: str) -> None:
-    packs.pack_settled, packs._pack = stopping_pack_settled, stopping_pack
+    packing.pack_settled, packing._pack = stopping_pack_settled, stopping_pack
     agents = [AGENT, PAUSING]
     async with Runpoint(agents, database=database, lease_seconds=LEASE_SECONDS) as rp:
         await (await rp.create_run(CreateRun(agent_id=RUN, message=SAID[RUN]))).result()

@@ -20,7 +20,7 @@ from runpoint import hookimpl
 from runpoint.core.messages import Message
 from runpoint.core.types import Run, RunEvent, RunStatus
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
-from runpoint.plugins.sql import packs
+from runpoint.plugins.sql import packing
 from runpoint.plugins.sql.packs import WINDOW
 from runpoint.seams.agent import Agent
 from runpoint.seams.host import PluginHost
@@ -203,7 +203,7 @@ async def test_a_process_stalled_in_its_packing_holds_up_no_other_writer(
     whole."""
     if database.startswith("sqlite"):
         pytest.skip("a stalled SQLite writer holds the one write lock: nobody else writes")
-    caplog.set_level(logging.INFO, logger=packs.log.name)
+    caplog.set_level(logging.INFO, logger=packing.log.name)
     # statements that may wait longer than the test does: it is the packing that must not
     url = make_url(database).update_query_dict({"command_timeout": "600"})
     async with (

@@ -20,7 +20,7 @@ from runpoint.core.keyring import Keyring
 from runpoint.core.types import RunStatus, Segment, ToolCall
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
-from runpoint.plugins.sql import packs
+from runpoint.plugins.sql import packing
 from runpoint.plugins.sql.packs import WINDOW
 from runpoint.seams.agent import Agent
 from runpoint.seams.model import ModelRequest, ModelResponse
@@ -169,8 +169,8 @@ async def test_a_packing_that_fails_leaves_the_rows_and_the_run_goes_on(
     async def fail(*args: Any) -> None:
         raise failure
 
-    monkeypatch.setattr(packs, "_pack", fail)
-    caplog.set_level(logging.INFO, logger=packs.log.name)
+    monkeypatch.setattr(packing, "_pack", fail)
+    caplog.set_level(logging.INFO, logger=packing.log.name)
     async with Runpoint([AGENT], database=database) as rp:
         run = await a_long_run(rp)
         assert all(n == 1 for _, n in await packed(database, "messages", run.run_id))
