@@ -11,7 +11,7 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any, TypeVar
 
 import msgspec
-from sqlalchemy import and_, delete, func, insert, select
+from sqlalchemy import and_, bindparam, delete, func, insert, select
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -90,11 +90,20 @@ async def pack_settled(db: Database, run: Run, first: int) -> None:
     message_count) completed or ended and that earlier saves began (those it wrote whole
     it wrote packed). Packing changes no document: one that fails (an outage, a full
     disk, another writer's) leaves the rows as they were; a run in flight packs them at
-    its next save in this process (`db.unpacked`), a stopped run's stay rows."""
+    its next save in this process (`db.unpacked`), and a run at its end packs every
+    window still left as rows (one whose packing a process that died had begun)."""
     # from where an earlier packing of the run failed, if one did: else a window it
     # left would stay rows for ever (no later save completes it again)
     since = min(first, db.unpacked.pop(run.run_id, first))
-    windows_ = [(lo, end) for lo, end in windows(run, since) if lo < first]
+    await _packed(db, run, [(lo, end) for lo, end in windows(run, since) if lo < first], since)
+    if run.status not in IN_FLIGHT and (left := await _first_left(db, run, since)) < since:
+        # apart: a window another writer holds (a stalled process's packing) gives up
+        # these alone
+        await _packed(db, run, [(lo, end) for lo, end in windows(run, left) if lo < since], left)
+
+
+async def _packed(db: Database, run: Run, windows_: list[tuple[int, int]], since: int) -> None:
+    """Pack `windows_` of `run` in one write (see `pack_settled`)."""
     if not windows_:
         return
     try:
@@ -118,6 +127,32 @@ async def pack_settled(db: Database, run: Run, first: int) -> None:
             exc,
             exc_info=not expected,
         )
+
+
+_ROWS = (
+    select(messages.c.idx, messages.c.n)
+    .where(
+        messages.c.run_id == bindparam("run"),
+        messages.c.idx >= bindparam("lo"),
+        messages.c.idx < bindparam("hi"),
+    )
+    .order_by(messages.c.idx)
+)
+
+
+async def _first_left(db: Database, run: Run, before: int) -> int:
+    """The first of `run`'s windows before `before` whose messages are still a row each
+    (two consecutive rows of one: rows a packing would have joined), else `before`: one
+    read of the rows' keys, at a run's end."""
+    earlier = [(lo, end) for lo, end in windows(run, 0) if lo < before]
+    if not earlier:
+        return before
+    rows = await db.read(_ROWS, {"run": run.run_id, "lo": earlier[0][0], "hi": before})
+    alone = {idx for idx, n in rows if n == 1}
+    for lo, end in earlier:
+        if any(i in alone and i + 1 in alone for i in range(lo, end - 1)):
+            return lo
+    return before
 
 
 async def _pack(
