@@ -10,8 +10,10 @@ a run of n messages has n/2 model turns. The vendor server speaks each vendor's 
 (tests/providers/wire.py) in a process of its own, so the CPU measured here (this process's)
 is runpoint's alone: the SDK, the conversion, the run loop and SQLite. The figure that
 matters is CPU per model turn, which should not grow with the transcript's length (target:
-4 ms at every size, streamed or not). What a turn's CPU goes to, and the figures measured
-against main, are in the README's Benchmarks section ("One trip a write").
+4 ms at every size, streamed or not). "trips" counts the calls a run handed to SQLite's
+thread (aiosqlite's one way there, each a queue put and two threads woken). What a turn's
+CPU goes to, and the figures measured against main, are in the README's Benchmarks
+section ("One trip a write", "Fewer trips, and the SDKs' aiohttp").
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, ClassVar
+
+import aiosqlite
 
 sys.path.insert(0, str(Path(__file__).parents[2]))  # the repository, for tests.providers
 from runpoint.core.types import RunStatus
@@ -166,6 +170,18 @@ def serve(port: Connection, counting: bool, turns: Callable[[list[str]], wire.Tu
 # -- the runs ----------------------------------------------------------------------
 
 
+TRIPS = [0]  # calls handed to SQLite's thread so far
+_execute = aiosqlite.Connection._execute
+
+
+def _counted(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    TRIPS[0] += 1
+    return _execute(self, fn, *args, **kwargs)  # type: ignore[no-untyped-call]
+
+
+aiosqlite.Connection._execute = _counted  # type: ignore[method-assign]
+
+
 @dataclass
 class Measured:
     run_id: str
@@ -173,6 +189,7 @@ class Measured:
     turns: int
     wall: float  # seconds
     cpu: float  # seconds of this process's CPU
+    trips: int  # to SQLite's thread
 
     @property
     def cpu_per_turn_ms(self) -> float:
@@ -182,17 +199,17 @@ class Measured:
 async def measured(
     start: Callable[[], Awaitable[RunHandle]], rp: Runpoint, stream: bool
 ) -> Measured:
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu, trips = time.perf_counter(), time.process_time(), TRIPS[0]
     handle = await start()
     if stream:
         async for _ in handle.events():
             pass
     run = await handle.result()
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    wall, cpu, trips = time.perf_counter() - wall, time.process_time() - cpu, TRIPS[0] - trips
     assert run.status is RunStatus.COMPLETED, run.error
     detail = await rp.get_run(run.run_id)
     turns = sum(1 for m in detail.messages[run.own_start :] if m.role == "assistant")
-    return Measured(run.run_id, run.message_count, turns, wall, cpu)
+    return Measured(run.run_id, run.message_count, turns, wall, cpu, trips)
 
 
 async def bench(provider: str, sizes: list[int], stream: bool, database: str) -> None:
@@ -215,7 +232,7 @@ async def bench(provider: str, sizes: list[int], stream: bool, database: str) ->
             results[size] = r = sorted(runs, key=lambda m: m.wall)[len(runs) // 2]
             print(
                 f"{provider:<12} {r.messages:>8} {r.turns:>6} {r.wall:>9.3f} "
-                f"{r.cpu:>8.3f} {r.cpu_per_turn_ms:>13.2f}",
+                f"{r.cpu:>8.3f} {r.cpu_per_turn_ms:>13.2f} {r.trips:>6}",
                 flush=True,
             )
         middle = sizes[-1] // 2
@@ -276,7 +293,7 @@ async def main(providers: list[str], sizes: list[int], stream: bool) -> None:
     print(f"streamed: {stream}; medians of 3 runs up to 100 messages, then one run")
     print(
         f"{'provider':<12} {'messages':>8} {'turns':>6} {'wall s':>9} {'CPU s':>8} "
-        f"{'CPU/turn ms':>13}"
+        f"{'CPU/turn ms':>13} {'trips':>6}"
     )
     with vendor_server(), tempfile.TemporaryDirectory() as tmp:
         for provider in providers:
