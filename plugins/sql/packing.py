@@ -112,21 +112,25 @@ async def _packed(db: Database, run: Run, windows_: list[tuple[int, int]], since
                 await _pack(conn, db.codec, run, messages.name, lo, end)
                 await _pack(conn, db.codec, run, checkpoints.name, lo, end)
     except Exception as exc:
-        # the save stands whatever happens here: given up (an outage, another writer's
-        # packing), the rows stay as they were; anything else is a bug, told with its
-        # traceback, that must not fail the run
-        expected = outage(exc) is not None or isinstance(exc, (IntegrityError, _Moved))
-        if expected and run.status in IN_FLIGHT:  # a bug would fail again
+        if _given_up(run, windows_, exc) and run.status in IN_FLIGHT:  # a bug would fail again
             db.unpacked[run.run_id] = since
-        level = logging.INFO if expected else logging.ERROR
-        log.log(
-            level,
-            "run %s: windows %s left unpacked: %s",
-            run.run_id,
-            windows_,
-            exc,
-            exc_info=not expected,
-        )
+
+
+def _given_up(run: Run, windows_: list[tuple[int, int]], exc: Exception) -> bool:
+    """Tell of a packing given up after a save, which stands whatever happens here:
+    whether it was expected (an outage, another writer's packing: the rows stay as they
+    were). Anything else is a bug, told with its traceback, that must not fail the run."""
+    expected = outage(exc) is not None or isinstance(exc, (IntegrityError, _Moved))
+    level = logging.INFO if expected else logging.ERROR
+    log.log(
+        level,
+        "run %s: windows %s left unpacked: %s",
+        run.run_id,
+        windows_,
+        exc,
+        exc_info=not expected,
+    )
+    return expected
 
 
 _ROWS = (
@@ -147,7 +151,11 @@ async def _first_left(db: Database, run: Run, before: int) -> int:
     earlier = [(lo, end) for lo, end in windows(run, 0) if lo < before]
     if not earlier:
         return before
-    rows = await db.read(_ROWS, {"run": run.run_id, "lo": earlier[0][0], "hi": before})
+    try:
+        rows = await db.read(_ROWS, {"run": run.run_id, "lo": earlier[0][0], "hi": before})
+    except Exception as exc:  # after the run's last save: the packing's to give up
+        _given_up(run, earlier, exc)
+        return before
     alone = {idx for idx, n in rows if n == 1}
     for lo, end in earlier:
         if any(i in alone and i + 1 in alone for i in range(lo, end - 1)):

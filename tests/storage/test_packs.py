@@ -21,6 +21,7 @@ from runpoint.core.types import RunStatus, Segment, ToolCall
 from runpoint.facade import ContinueRun, CreateRun, Runpoint
 from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
 from runpoint.plugins.sql import packing
+from runpoint.plugins.sql.database import Database
 from runpoint.plugins.sql.packs import WINDOW
 from runpoint.seams.agent import Agent
 from runpoint.seams.model import ModelRequest, ModelResponse
@@ -174,6 +175,36 @@ async def test_a_packing_that_fails_leaves_the_rows_and_the_run_goes_on(
     async with Runpoint([AGENT], database=database) as rp:
         run = await a_long_run(rp)
         assert all(n == 1 for _, n in await packed(database, "messages", run.run_id))
+        assert len((await rp.get_run(run.run_id)).messages) == run.message_count
+    told = [r for r in caplog.records if "left unpacked" in r.getMessage()]
+    assert told and told[0].levelname == ("INFO" if isinstance(failure, OSError) else "ERROR")
+
+
+@pytest.mark.parametrize(
+    "failure", [OSError(errno.ENOSPC, "No space left on device"), ValueError("a bug")]
+)
+async def test_a_run_whose_end_cannot_look_for_windows_left_as_rows_ends_all_the_same(
+    database: str,
+    failure: Exception,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """At its end a run reads which of its windows are still rows (`packing._first_left`):
+    a read that fails there, after the run's last save, is the packing's to give up, not
+    the save's."""
+    if database == "memory:":
+        pytest.skip("the SQL storage's layout")
+    read = Database.read
+
+    async def failing(db: Database, statement: Any, *params: Any) -> Any:
+        if statement is packing._ROWS:
+            raise failure
+        return await read(db, statement, *params)
+
+    monkeypatch.setattr(Database, "read", failing)
+    caplog.set_level(logging.INFO, logger=packing.log.name)
+    async with Runpoint([AGENT], database=database) as rp:
+        run = await a_long_run(rp)
         assert len((await rp.get_run(run.run_id)).messages) == run.message_count
     told = [r for r in caplog.records if "left unpacked" in r.getMessage()]
     assert told and told[0].levelname == ("INFO" if isinstance(failure, OSError) else "ERROR")
