@@ -16,11 +16,14 @@ from runpoint.core.sealing import Codec
 from runpoint.core.types import Message, Run, Segment, Session
 from runpoint.plugins.sql.documents import document
 from runpoint.plugins.sql.run_rows import run_row
-from runpoint.plugins.sql.schema import NO_END, messages
+from runpoint.plugins.sql.schema import NO_END, messages, run_reads, runs, sessions
+
+# the tables of a `Births`' rows, field by field, in the order they are inserted
+TABLES = (sessions, runs, messages, run_reads)
 
 
 class Births(NamedTuple):
-    """The rows to insert, by table."""
+    """The rows to insert, by table (`TABLES`)."""
 
     sessions: list[dict[str, Any]]
     runs: list[dict[str, Any]]

@@ -18,9 +18,9 @@ from runpoint.core.sealing import Codec
 from runpoint.core.types import Run
 from runpoint.plugins.sql import migrate, team_keys
 from runpoint.plugins.sql.appends import Append
-from runpoint.plugins.sql.births import Births
+from runpoint.plugins.sql.births import TABLES, Births
 from runpoint.plugins.sql.compiled import compiled
-from runpoint.plugins.sql.schema import NO_END, messages, run_reads, runs, sessions
+from runpoint.plugins.sql.schema import NO_END
 
 __all__ = ["NO_END", "Database", "Save"]
 
@@ -103,7 +103,7 @@ class Database(abc.ABC):
 
     async def insert_births(self, conn: AsyncConnection, births: Births) -> None:
         """Insert new sessions, their runs and the runs' input (see births.py)."""
-        for table, rows in zip((sessions, runs, messages, run_reads), births, strict=True):
+        for table, rows in zip(TABLES, births, strict=True):
             if rows:
                 await conn.execute(insert(table), rows)
 

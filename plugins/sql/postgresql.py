@@ -29,17 +29,13 @@ from sqlalchemy.pool import NullPool
 from runpoint.core.group_commit import GroupCommit
 from runpoint.plugins.sql import migrate, postgresql_appends, postgresql_saves
 from runpoint.plugins.sql.appends import Append
-from runpoint.plugins.sql.births import Births
+from runpoint.plugins.sql.births import TABLES, Births
 from runpoint.plugins.sql.compiled import Compiled
 from runpoint.plugins.sql.database import Database, Save
 from runpoint.plugins.sql.outages import statement_timeout
 from runpoint.plugins.sql.readers import Readers
 from runpoint.plugins.sql.schema import (
     PARTIAL_INDEXES,
-    messages,
-    run_reads,
-    runs,
-    sessions,
 )
 
 # each partial index has the condition on PostgreSQL that schema.py gives it on SQLite
@@ -139,7 +135,7 @@ class PostgreSQL(Database):
             statement = Compiled.of(_births(shape), self.dialect)
             self._births[shape] = statement
         values: dict[str, list[Any]] = {}
-        for table, names, rows in zip(_BORN, shape, births, strict=True):
+        for table, names, rows in zip(TABLES, shape, births, strict=True):
             for name in names:
                 values[f"{table.name}_{name}"] = [row[name] for row in rows]
         await conn.exec_driver_sql(statement.sql, statement.parameters(values))
@@ -232,7 +228,6 @@ class PostgreSQL(Database):
 
 
 # the tables a birth writes, in the order of `Births`
-_BORN = (sessions, runs, messages, run_reads)
 # the columns a birth writes in each: those its rows give (none: no rows for the table)
 _Shape = tuple[tuple[str, ...], ...]
 
@@ -245,7 +240,7 @@ def _births(shape: _Shape) -> Insert:
     """A birth's statement: each table's rows as one array parameter per column, named
     `<table>_<column>`, inserted in their order (in which runs take their `seq`)."""
     inserts: list[Insert] = []
-    for table, names in zip(_BORN, shape, strict=True):
+    for table, names in zip(TABLES, shape, strict=True):
         if not names:
             continue
         columns = [table.c[name] for name in names]

@@ -24,7 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from runpoint.core.types import now
 from runpoint.plugins.sql.appends import Append
-from runpoint.plugins.sql.births import Births
+from runpoint.plugins.sql.births import TABLES, Births
 from runpoint.plugins.sql.compiled import Compiled
 from runpoint.plugins.sql.database import Save
 from runpoint.plugins.sql.schema import (
@@ -32,7 +32,6 @@ from runpoint.plugins.sql.schema import (
     messages,
     metadata,
     run_events,
-    run_reads,
     runs,
     sessions,
     tool_calls,
@@ -220,14 +219,11 @@ def append(appends: Sequence[Append]) -> Callable[[Statements], list[bool]]:
     return body
 
 
-_BORN = (sessions, runs, messages, run_reads)
-
-
 def births(born: Births) -> Callable[[Statements], None]:
     """New sessions, their runs and the runs' input (`Database.insert_births`)."""
 
     def body(s: Statements) -> None:
-        for table, rows in zip(_BORN, born, strict=True):
+        for table, rows in zip(TABLES, born, strict=True):
             if rows:
                 insert_ = _insert(table.name, tuple(rows[0]))
                 s.many(insert_.sql, [insert_.parameters(row) for row in rows])
