@@ -33,14 +33,12 @@ from databases import databases
 
 from runpoint import hookimpl
 from runpoint.core.errors import NotFound
-from runpoint.core.types import Timing, ToolCall
+from runpoint.core.types import Timing
 from runpoint.facade import ContinueRun, CreateRun, ForkSession, Runpoint
 from runpoint.plugins.demo import agents
-from runpoint.plugins.scripted import ScriptedModel, call_id, turns_since_user
-from runpoint.seams.agent import Agent, tool
 from runpoint.seams.host import PluginHost
-from runpoint.seams.model import ModelRequest, ModelResponse
 from runpoint.seams.retention import Removed, Retention
+from tests.long_runs import AGENT as LONG  # a tool batch a turn, as many as its input says
 
 
 class Sweeps:
@@ -55,30 +53,6 @@ class Sweeps:
 
     def overlaps(self, start: float, end: float) -> bool:
         return any(t.started_at < end and start < t.started_at + t.seconds for t, _ in self.done)
-
-
-@tool(effect="read")
-def look(topic: str) -> str:
-    """Look a topic up.
-
-    Args:
-        topic: What to look up.
-    """
-    return f"looked up {topic}"
-
-
-def long_agent(turns: int) -> Agent:
-    """`turns` tool batches, then an answer; a continue (its input "again") answers at once."""
-
-    def respond(request: ModelRequest) -> ModelResponse:
-        turn = turns_since_user(request.messages)
-        said = next(m.content for m in reversed(request.messages) if m.role == "user")
-        if turn == turns or said == "again":
-            return ModelResponse(content="done")
-        call = ToolCall(call_id(request), "look", {"topic": f"t{turn}"})
-        return ModelResponse(content=f"turn {turn}", tool_calls=[call])
-
-    return Agent(id="long", model=ScriptedModel(respond), tools=[look], max_turns=turns + 1)
 
 
 async def size(url: str) -> int:
@@ -98,7 +72,7 @@ async def soak(
     """The soak; whether every run kept read back as it was made."""
     sweeps = Sweeps()
     rp = Runpoint(
-        [*agents, long_agent(turns)],
+        [*agents, LONG],
         database=url,
         host=PluginHost([sweeps]),
         retention=Retention(runs=retain),
@@ -107,7 +81,7 @@ async def soak(
     latencies: list[tuple[float, float]] = []  # (start, end)
     made = 0
     ids: dict[str, list[str]] = {}  # each long run's and continue's messages, as made
-    agent, message = ("long", "go") if turns else ("travel-agent", "Paris, Tokyo and Lagos")
+    agent, message = ("long", str(turns)) if turns else ("travel-agent", "Paris, Tokyo and Lagos")
 
     async def read(run_id: str) -> list[str]:
         return [m.id for m in (await rp.get_run(run_id)).messages]
@@ -122,7 +96,8 @@ async def soak(
             await asyncio.sleep(max(0.0, began + turn / rate - time.time()))
             start = time.time()
             run = await (await rp.create_run(CreateRun(agent_id=agent, message=message))).result()
-            middle, input_ = (1 + 2 * (turns // 2), "again") if turns else (3, "Paris")
+            # a long run's continue asks for no more tool batches: it answers at once
+            middle, input_ = (1 + 2 * (turns // 2), "0") if turns else (3, "Paris")
             forked = await (
                 await rp.continue_run(
                     ContinueRun(run_id=run.run_id, continue_from=middle, input=input_)
